@@ -1,0 +1,178 @@
+// engine.cpp — recording (attach, SavedTensor) and replaying the tape (backward).
+//
+// backward(root):
+//   1. collect the tape entries reachable from root.grad_fn (each once);
+//   2. sort them by sequence number, newest first — the tape, replayed in reverse. An entry
+//      always comes after the entries of its inputs, so by the time it runs, every consumer
+//      of its output has already added its gradient contribution into the entry's `pending_`;
+//   3. for each entry: run its backward on the gathered gradient, undo broadcasting once
+//      (sum_to the input's shape), and accumulate into the input's entry or leaf .grad;
+//      then, unless retain_graph, free what it saved.
+// Runs with grad mode off: backward functions call ordinary ops, which then record nothing.
+#include <algorithm>
+
+#include "autograd/node.h"
+#include "autograd/ops/op_util.h"
+
+namespace tapegrad {
+
+SavedTensor::SavedTensor(const Tensor& t, bool is_output) {
+  if (!t.defined()) return;
+  // An op's own output refers to the op's entry through grad_fn: store it detached to avoid a
+  // cycle. Inputs are stored as they are (no allocation), their history is owned anyway.
+  t_ = is_output ? t.detach() : t;
+  version_ = t.storage()->version();
+}
+
+const Tensor& SavedTensor::get() const {
+  if (t_.defined() && t_.storage()->version() != version_)
+    throw Error(fmt::format(
+        "a tensor of shape {} saved for backward was modified in place (storage version {} now, {} when saved)",
+        t_.shape(), t_.storage()->version(), version_));
+  return t_;
+}
+
+void attach(Node& node, std::span<const Tensor* const> inputs, Tensor& out) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& in = *inputs[i];
+    Edge& e = node.edges_[i];
+    if (!in.defined()) continue;
+    e.shape = in.shape();
+    e.dtype = in.dtype();
+    if (!in.requires_grad()) continue;
+    if (in.grad_fn()) e.node = in.grad_fn();
+    else e.leaf = in.impl();
+  }
+  node.out_shape_ = out.shape();
+  node.out_dtype_ = out.dtype();
+  out.impl()->requires_grad = true;
+}
+
+namespace detail {
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const int lead = g.dim() - shape.size();
+  std::vector<int64_t> dims;
+  for (int d = 0; d < g.dim(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) dims.push_back(d);
+  Tensor r = dims.empty() ? g : sum(g, dims, /*keepdim=*/true);
+  return r.reshape(shape);
+}
+
+}  // namespace detail
+
+namespace {
+
+// True when t is the only handle on all of its storage (so it may be updated in place).
+bool owns_storage(const Tensor& t) {
+  return t.impl().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 &&
+         static_cast<size_t>(t.numel()) * dtype_size(t.dtype()) == t.storage()->nbytes();
+}
+
+// slot += g, in place when slot owns its buffer, otherwise out of place (slot may alias a
+// gradient that another input also received, e.g. both inputs of an add).
+void accumulate(Tensor& slot, Tensor g) {
+  if (!slot.defined()) {
+    slot = std::move(g);
+  } else if (owns_storage(slot)) {
+    slot.add_(g);
+  } else {
+    slot = add(slot, g);
+  }
+}
+
+void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
+  if (!leaf.grad) {
+    // The leaf's .grad must be a buffer of its own: steal g only if nobody else holds it.
+    leaf.grad = owns_storage(g) ? g.impl() : clone(g).impl();
+  } else {
+    Tensor(leaf.grad).add_(g);
+  }
+}
+
+}  // namespace
+
+class Engine {
+ public:
+  static void run(const Tensor& root, const Tensor& grad, bool retain_graph);
+};
+
+void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
+  TG_CHECK(root.defined(), "backward: the tensor is undefined");
+  TG_CHECK(root.requires_grad(),
+           "backward: the tensor (shape {}) does not require grad: no input of its computation requires grad, "
+           "or it was computed under NoGradGuard",
+           root.shape());
+  Tensor grad = grad_in;
+  if (!grad.defined()) {
+    TG_CHECK(root.numel() == 1,
+             "backward: a gradient can be implied only for a one-element output; this one has shape {} — pass a "
+             "gradient of that shape",
+             root.shape());
+    grad = ones(root.shape(), Options(root.dtype()).device(root.device()));
+  } else {
+    TG_CHECK(grad.shape() == root.shape() && grad.dtype() == root.dtype(),
+             "backward: the gradient {} {} does not match the tensor {} {}", grad.shape(), grad.dtype(),
+             root.shape(), root.dtype());
+  }
+  NoGradGuard no_grad;
+  grad = grad.detach();
+
+  if (root.is_leaf()) {
+    accumulate_into_leaf(*root.impl(), grad);
+    return;
+  }
+
+  // 1. the reachable entries (iterative DFS; a mark per traversal instead of a set)
+  static std::atomic<uint64_t> traversal{1};
+  const uint64_t mark = traversal.fetch_add(1);
+  std::vector<Node*> order, stack{root.grad_fn().get()};
+  root.grad_fn()->mark_ = mark;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    order.push_back(n);
+    for (const Edge& e : n->edges_)
+      if (e.node && e.node->mark_ != mark) {
+        e.node->mark_ = mark;
+        stack.push_back(e.node.get());
+      }
+  }
+  // 2. the tape in reverse
+  std::sort(order.begin(), order.end(), [](const Node* a, const Node* b) { return a->seq_ > b->seq_; });
+
+  // 3. replay
+  root.grad_fn()->pending_ = grad;
+  for (Node* n : order) {
+    Tensor g = std::move(n->pending_);
+    n->pending_ = Tensor();
+    if (!g.defined()) continue;
+    TG_CHECK(!n->released_,
+             "backward: the tape entry '{}' (#{}) already ran backward and freed what it saved; call backward with "
+             "retain_graph=true the first time to run it twice",
+             n->name_, n->seq_);
+    GradInputs grads(n->edges_);
+    try {
+      n->backward(g, grads);
+    } catch (const Error& e) {
+      throw Error(fmt::format("backward of '{}' (tape entry #{}): {}", n->name_, n->seq_, e.what()));
+    }
+    if (!retain_graph) {
+      n->release();
+      n->released_ = true;
+    }
+    for (size_t i = 0; i < n->edges_.size(); ++i) {
+      const Edge& e = n->edges_[i];
+      if (!e.needs_grad() || !grads[i].defined()) continue;
+      Tensor gi = detail::sum_to(grads[i], e.shape);
+      if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
+      if (e.node) accumulate(e.node->pending_, std::move(gi));
+      else accumulate_into_leaf(*e.leaf, std::move(gi));
+    }
+  }
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const { Engine::run(*this, grad, retain_graph); }
+
+}  // namespace tapegrad

@@ -1,0 +1,147 @@
+// node.h — one entry of the tape: what an op recorded so that backward can run.
+//
+// An op that runs with grad mode on and an input that requires grad calls record(), which
+// stores a Node holding
+//   * a sequence number (the entry's position on the tape, in recording order),
+//   * one Edge per input: the input's own entry (non-leaf), or the leaf whose .grad to
+//     accumulate into, or nothing (the input needs no gradient → its gradient is never computed),
+//   * the backward function — a lambda written right under the op's forward, capturing what it
+//     saved (SavedTensor).
+// The output tensor owns its Node and each Node owns its inputs' Nodes, so a graph nobody
+// refers to anymore frees itself; backward() replays the entries reachable from its root in
+// decreasing sequence order (see engine.cpp).
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/tensor.h"
+
+namespace tapegrad {
+
+struct Edge {
+  std::shared_ptr<Node> node;        // the input's tape entry (input is a non-leaf), or
+  std::shared_ptr<TensorImpl> leaf;  // the leaf whose .grad accumulates, or neither (no grad needed)
+  Shape shape;                       // the input's shape: broadcasting is undone against it
+  DType dtype = kFloat32;
+  bool needs_grad() const { return node || leaf; }
+};
+
+// The gradients a backward function produces, one slot per input. A slot left undefined means
+// "zero". Slots of inputs that need no gradient are ignored: check needs(i) to skip the work.
+class GradInputs {
+ public:
+  explicit GradInputs(std::span<const Edge> edges) : edges_(edges), grads_(edges.size()) {}
+  bool needs(size_t i) const { return edges_[i].needs_grad(); }
+  Tensor& operator[](size_t i) { return grads_[i]; }
+  size_t size() const { return grads_.size(); }
+
+ private:
+  std::span<const Edge> edges_;
+  std::vector<Tensor> grads_;
+};
+
+class Node {
+ public:
+  Node(const char* name, size_t n_inputs)
+      : name_(name), seq_(next_seq_.fetch_add(1, std::memory_order_relaxed)), edges_(n_inputs) {}
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  const char* name() const { return name_; }
+  uint64_t seq() const { return seq_; }
+  std::span<const Edge> inputs() const { return edges_; }
+  std::span<Edge> inputs() { return edges_; }
+  const Shape& out_shape() const { return out_shape_; }
+  DType out_dtype() const { return out_dtype_; }
+  bool released() const { return released_; }
+
+  // Computes the inputs' gradients from the output's gradient g.
+  virtual void backward(const Tensor& g, GradInputs& grads) = 0;
+  // Frees what the backward saved (after it ran, unless retain_graph).
+  virtual void release() = 0;
+
+ private:
+  friend class Engine;
+  template <class F>
+  friend void record(const char*, std::initializer_list<const Tensor*>, Tensor&, F&&);
+  template <class F>
+  friend void record(const char*, const std::vector<Tensor>&, Tensor&, F&&);
+  friend void attach(Node&, std::span<const Tensor* const>, Tensor&);
+
+  const char* name_;
+  uint64_t seq_;
+  std::vector<Edge> edges_;
+  Shape out_shape_;
+  DType out_dtype_ = kFloat32;
+  bool released_ = false;
+  // engine scratch: the gradient gathered so far for this entry's output, and a visit mark
+  Tensor pending_;
+  uint64_t mark_ = 0;
+  static inline std::atomic<uint64_t> next_seq_{1};
+};
+
+template <class F>
+class LambdaNode final : public Node {
+ public:
+  LambdaNode(const char* name, size_t n, F&& fn) : Node(name, n), fn_(std::forward<F>(fn)) {}
+  void backward(const Tensor& g, GradInputs& grads) override { (*fn_)(g, grads); }
+  void release() override { fn_.reset(); }
+
+ private:
+  std::optional<std::decay_t<F>> fn_;
+};
+
+// A tensor kept for backward. Keeps its data (not its history: saving an op's own output
+// through its history would make a reference cycle) and the storage version it saw; get()
+// throws if the tensor was modified in place since.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  // is_output: the tensor is the recording op's own output (stored detached).
+  explicit SavedTensor(const Tensor& t, bool is_output = false);
+  const Tensor& get() const;
+
+ private:
+  Tensor t_;
+  uint64_t version_ = 0;
+};
+
+// True when an op on these inputs must record (grad mode on and some input requires grad).
+inline bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!GradMode::enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+inline bool needs_grad(const Tensor& a) { return GradMode::enabled() && a.requires_grad(); }
+inline bool needs_grad(const Tensor& a, const Tensor& b) {
+  return GradMode::enabled() && (a.requires_grad() || b.requires_grad());
+}
+
+// Links a new node to its inputs and makes it the output's grad_fn.
+void attach(Node& node, std::span<const Tensor* const> inputs, Tensor& out);
+
+// Records one tape entry for `out` = name(inputs...), with backward fn(g, grads).
+template <class F>
+void record(const char* name, std::initializer_list<const Tensor*> inputs, Tensor& out, F&& fn) {
+  auto node = std::make_shared<LambdaNode<F>>(name, inputs.size(), std::forward<F>(fn));
+  attach(*node, std::span<const Tensor* const>(inputs.begin(), inputs.size()), out);
+  out.impl()->grad_fn = std::move(node);
+}
+template <class F>
+void record(const char* name, const std::vector<Tensor>& inputs, Tensor& out, F&& fn) {
+  std::vector<const Tensor*> ptrs;
+  ptrs.reserve(inputs.size());
+  for (const Tensor& t : inputs) ptrs.push_back(&t);
+  auto node = std::make_shared<LambdaNode<F>>(name, inputs.size(), std::forward<F>(fn));
+  attach(*node, ptrs, out);
+  out.impl()->grad_fn = std::move(node);
+}
+
+}  // namespace tapegrad

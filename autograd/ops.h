@@ -1,0 +1,145 @@
+// ops.h — every tensor op, as free functions (most also exist as Tensor methods / operators).
+// Each differentiable op's forward and backward live side by side in autograd/ops/<family>.cpp;
+// ops/ops.def lists them all, and the gradcheck suite checks every entry of that list.
+//
+// Rules shared by all ops:
+//  * elementwise ops broadcast like NumPy; both operands must have the same dtype and device;
+//  * dims may be negative (counted from the end);
+//  * errors are tapegrad::Error, and the message names the op and the shapes/dtypes involved.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "autograd/generator.h"
+#include "autograd/tensor.h"
+
+namespace tapegrad {
+
+// ---- creation (autograd/factory.cpp) ----
+Tensor zeros(const Shape& shape, Options options = {});
+Tensor ones(const Shape& shape, Options options = {});
+Tensor full(const Shape& shape, double value, Options options = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor scalar_tensor(double value, Options options = {});  // 0-d
+// [start, end) with `step`; dtype defaults to int64.
+Tensor arange(double end, Options options = kInt64);
+Tensor arange(double start, double end, double step = 1.0, Options options = kInt64);
+// From values (converted to options.dtype); shape defaults to 1-D of values.size().
+Tensor tensor(const std::vector<double>& values, Options options = {});
+Tensor tensor(const std::vector<double>& values, const Shape& shape, Options options = {});
+// From typed values; the dtype is T's (float, double, int32_t, int64_t).
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, bool requires_grad = false);
+// Random, from `gen` (default: the global generator seeded by manual_seed).
+Tensor rand(const Shape& shape, Options options = {}, Generator* gen = nullptr);   // U[0, 1)
+Tensor randn(const Shape& shape, Options options = {}, Generator* gen = nullptr);  // N(0, 1)
+// N(mean, std²) truncated to [a, b] (absolute bounds), by rejection.
+Tensor trunc_normal(const Shape& shape, double mean, double std, double a, double b, Options options = {},
+                    Generator* gen = nullptr);
+// Integers uniform in [low, high).
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Options options = kInt64, Generator* gen = nullptr);
+
+// ---- elementwise (autograd/ops/elementwise.cpp) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double s);  // a + s
+Tensor mul(const Tensor& a, double s);  // a · s
+Tensor neg(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor silu(const Tensor& x);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, double s);
+Tensor operator+(double s, const Tensor& a);
+Tensor operator-(const Tensor& a, double s);
+Tensor operator-(double s, const Tensor& a);
+Tensor operator*(const Tensor& a, double s);
+Tensor operator*(double s, const Tensor& a);
+Tensor operator/(const Tensor& a, double s);
+Tensor operator/(double s, const Tensor& a);
+
+// ---- comparisons and selection (autograd/ops/compare.cpp) ----
+// Comparisons return kBool and are not differentiable.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double s);
+Tensor ne(const Tensor& a, double s);
+Tensor lt(const Tensor& a, double s);
+Tensor le(const Tensor& a, double s);
+Tensor gt(const Tensor& a, double s);
+Tensor ge(const Tensor& a, double s);
+// cond ? a : b, broadcasting all three; cond must be kBool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// x with `value` wherever mask (kBool, broadcastable to x) is true.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+// ---- reductions (autograd/ops/reduce.cpp) ----
+Tensor sum(const Tensor& x);  // over all elements → 0-d
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+// Maximum; its gradient goes to the (first) arg-max.
+Tensor max(const Tensor& x);
+Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64, not differentiable
+Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// ---- matmul (autograd/ops/matmul.cpp) ----
+// 1-D·1-D → 0-d; 2-D @ 2-D; batched with broadcast batch dims; 1-D operands as in NumPy.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- softmax (autograd/ops/softmax.cpp) ----
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// ---- shape and views (autograd/ops/view.cpp) ----
+Tensor view(const Tensor& x, const Shape& shape);        // no copy; error when impossible
+Tensor reshape(const Tensor& x, const Shape& shape);     // view when possible, else copy
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor expand(const Tensor& x, const Shape& shape);      // -1 keeps a dim
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor squeeze(const Tensor& x);
+Tensor contiguous(const Tensor& x);
+Tensor clone(const Tensor& x);
+Tensor to_dtype(const Tensor& x, DType dtype);
+
+// ---- joining and indexing (autograd/ops/join.cpp, autograd/ops/index.cpp) ----
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
+// x with dim taken at the 1-D int index; backward scatter-adds (repeated indices accumulate).
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// Embedding lookup: weight [V, C], ids [...] → [..., C].
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+// torch.gather: out[i][j][k] = x[i][index[i][j][k]][k] for dim 1.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+
+// ---- threads ----
+void set_num_threads(int n);
+int num_threads();
+
+}  // namespace tapegrad

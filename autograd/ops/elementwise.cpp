@@ -1,0 +1,168 @@
+// elementwise.cpp — elementwise ops, each forward followed by its backward.
+// Broadcasting: the forward broadcasts its operands; a backward returns gradients of the
+// output's shape and the engine sums them back to each input's shape (engine.cpp, sum_to).
+#include "autograd/ops/op_util.h"
+#include "kernels/unary_functors.h"
+
+namespace tapegrad {
+
+using detail::backend_of;
+using detail::kview;
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+namespace detail {
+
+// out = a ∘ b with NumPy broadcasting (no recording).
+Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const char* name = kernels::binary_op_name(op);
+  check_defined(name, a);
+  check_defined(name, b);
+  check_same_device(name, a, b);
+  check_same_dtype(name, a, b);
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = empty(shape, Options(kernels::is_comparison(op) ? kBool : a.dtype()).device(a.device()));
+  backend_of(a).binary(op, kview(out), kview(a, shape), kview(b, shape));
+  return out;
+}
+
+// y = f(x) for a unary op (no recording).
+Tensor unary_kernel(UnaryOp op, const Tensor& x, double param) {
+  check_defined(kernels::unary_op_name(op), x);
+  check_floating(kernels::unary_op_name(op), x);
+  Tensor y = empty(x.shape(), Options(x.dtype()).device(x.device()));
+  backend_of(x).unary(op, kview(y), kview(x), param);
+  return y;
+}
+
+}  // namespace detail
+
+using detail::binary_kernel;
+using detail::unary_kernel;
+
+// ---- binary ----
+
+// y = a + b;  ∂y/∂a = 1, ∂y/∂b = 1
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_kernel(BinaryOp::Add, a, b);
+  if (needs_grad(a, b))
+    record("add", {&a, &b}, y, [](const Tensor& g, GradInputs& dx) {
+      dx[0] = g;
+      dx[1] = g;
+    });
+  return y;
+}
+
+// y = a − b;  ∂y/∂a = 1, ∂y/∂b = −1
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_kernel(BinaryOp::Sub, a, b);
+  if (needs_grad(a, b))
+    record("sub", {&a, &b}, y, [](const Tensor& g, GradInputs& dx) {
+      dx[0] = g;
+      if (dx.needs(1)) dx[1] = neg(g);
+    });
+  return y;
+}
+
+// y = a·b;  ∂y/∂a = b, ∂y/∂b = a
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_kernel(BinaryOp::Mul, a, b);
+  if (needs_grad(a, b))
+    record("mul", {&a, &b}, y,
+           [sa = SavedTensor(b.requires_grad() ? a : Tensor()), sb = SavedTensor(a.requires_grad() ? b : Tensor())](
+               const Tensor& g, GradInputs& dx) {
+             if (dx.needs(0)) dx[0] = mul(g, sb.get());
+             if (dx.needs(1)) dx[1] = mul(g, sa.get());
+           });
+  return y;
+}
+
+// y = a / b;  ∂y/∂a = 1/b, ∂y/∂b = −a/b² = −y/b
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_kernel(BinaryOp::Div, a, b);
+  if (needs_grad(a, b))
+    record("div", {&a, &b}, y,
+           [sb = SavedTensor(b), sy = SavedTensor(b.requires_grad() ? y : Tensor(), true)](const Tensor& g,
+                                                                                           GradInputs& dx) {
+             const Tensor& bv = sb.get();
+             if (dx.needs(0)) dx[0] = div(g, bv);
+             if (dx.needs(1)) dx[1] = neg(div(mul(g, sy.get()), bv));
+           });
+  return y;
+}
+
+// ---- unary: value and derivative come from kernels/unary_functors.h; the backward is one
+// fused kernel, dx = g · f'(x, y). ----
+
+namespace {
+
+// Which of x and y a unary op's derivative reads (the other is not saved).
+struct Needs {
+  bool x, y;
+};
+Needs derivative_reads(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Exp: case UnaryOp::Sqrt: case UnaryOp::Rsqrt: case UnaryOp::Sigmoid: case UnaryOp::Tanh:
+      return {false, true};
+    case UnaryOp::Neg: case UnaryOp::AddScalar: case UnaryOp::MulScalar:
+      return {false, false};
+    default:
+      return {true, false};
+  }
+}
+
+Tensor unary(UnaryOp op, const Tensor& x, double param = 0.0) {
+  Tensor y = unary_kernel(op, x, param);
+  if (needs_grad(x)) {
+    const Needs reads = derivative_reads(op);
+    record(kernels::unary_op_name(op), {&x}, y,
+           [op, param, sx = SavedTensor(reads.x ? x : Tensor()), sy = SavedTensor(reads.y ? y : Tensor(), true)](
+               const Tensor& g, GradInputs& dx) {
+             if (op == UnaryOp::Neg) return void(dx[0] = unary_kernel(UnaryOp::Neg, g, 0.0));
+             if (op == UnaryOp::AddScalar) return void(dx[0] = g);
+             if (op == UnaryOp::MulScalar) return void(dx[0] = unary_kernel(UnaryOp::MulScalar, g, param));
+             const Tensor& xv = sx.get();
+             const Tensor& yv = sy.get();
+             const Tensor& any = xv.defined() ? xv : yv;  // the kernel reads only what the rule needs
+             Tensor gx = empty(g.shape(), Options(g.dtype()).device(g.device()));
+             backend_of(g).unary_backward(op, kview(gx), kview(g),
+                                          kview(xv.defined() ? xv : any, g.shape()),
+                                          kview(yv.defined() ? yv : any, g.shape()), param);
+             dx[0] = gx;
+           });
+  }
+  return y;
+}
+
+}  // namespace
+
+Tensor neg(const Tensor& x) { return unary(UnaryOp::Neg, x); }
+Tensor exp(const Tensor& x) { return unary(UnaryOp::Exp, x); }
+Tensor log(const Tensor& x) { return unary(UnaryOp::Log, x); }
+Tensor sqrt(const Tensor& x) { return unary(UnaryOp::Sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary(UnaryOp::Rsqrt, x); }
+Tensor abs(const Tensor& x) { return unary(UnaryOp::Abs, x); }
+Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::Sigmoid, x); }
+Tensor tanh(const Tensor& x) { return unary(UnaryOp::Tanh, x); }
+Tensor relu(const Tensor& x) { return unary(UnaryOp::Relu, x); }
+Tensor silu(const Tensor& x) { return unary(UnaryOp::Silu, x); }
+Tensor pow(const Tensor& x, double exponent) { return unary(UnaryOp::Pow, x, exponent); }
+Tensor add(const Tensor& a, double s) { return unary(UnaryOp::AddScalar, a, s); }
+Tensor mul(const Tensor& a, double s) { return unary(UnaryOp::MulScalar, a, s); }
+
+// ---- operators ----
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, double s) { return add(a, s); }
+Tensor operator+(double s, const Tensor& a) { return add(a, s); }
+Tensor operator-(const Tensor& a, double s) { return add(a, -s); }
+Tensor operator-(double s, const Tensor& a) { return add(neg(a), s); }
+Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
+Tensor operator/(const Tensor& a, double s) { return mul(a, 1.0 / s); }
+Tensor operator/(double s, const Tensor& a) { return mul(pow(a, -1.0), s); }
+
+}  // namespace tapegrad

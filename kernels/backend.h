@@ -1,0 +1,102 @@
+// backend.h — the narrow interface between autograd/ and the compute backends (cpu/, cuda/).
+//
+// Every function works on TensorViews: a raw pointer (already offset to the first element),
+// a dtype, a shape and strides in elements. Outputs are allocated by the caller. Inputs of an
+// elementwise function are already broadcast to the output's shape (stride 0 on broadcast
+// dims), so a backend never implements broadcasting rules itself. Autograd and nn see only
+// this header: never BLAS, OpenMP or CUDA types.
+//
+// Adding a backend: implement Backend, return it from backend() in registry.cpp.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/dtype.h"
+#include "kernels/shape.h"
+
+namespace tapegrad::kernels {
+
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::Float32;
+  Shape shape;
+  Shape strides;  // in elements
+  int ndim() const { return shape.size(); }
+  int64_t numel() const { return shape.numel(); }
+  bool is_contiguous() const;
+};
+
+// Elementwise functions of one tensor. Param is the scalar of Pow / AddScalar / MulScalar.
+enum class UnaryOp : uint8_t { Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sigmoid, Tanh, Relu, Silu, Pow, AddScalar, MulScalar };
+// Elementwise functions of two tensors. Comparisons write a Bool output.
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Eq, Ne, Lt, Le, Gt, Ge };
+enum class ReduceOp : uint8_t { Sum, Max, Min };
+
+const char* unary_op_name(UnaryOp op);
+const char* binary_op_name(BinaryOp op);
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // ---- memory ----
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* p, size_t nbytes) = 0;
+  virtual void copy_from_host(void* dst, const void* src, size_t nbytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t nbytes) = 0;
+  virtual void synchronize() {}
+
+  // ---- elementwise ----
+  virtual void fill(const TensorView& out, double value) = 0;
+  // out = in, any strides, converting between dtypes (float→int truncates toward zero).
+  virtual void copy(const TensorView& out, const TensorView& in) = 0;
+  virtual void unary(UnaryOp op, const TensorView& out, const TensorView& in, double param) = 0;
+  // grad_in = grad_out · f'(x), where y = f(x) (each rule reads whichever of x, y it needs).
+  virtual void unary_backward(UnaryOp op, const TensorView& grad_in, const TensorView& grad_out,
+                              const TensorView& x, const TensorView& y, double param) = 0;
+  virtual void binary(BinaryOp op, const TensorView& out, const TensorView& a, const TensorView& b) = 0;
+  // out = cond ? a : b   (cond is Bool)
+  virtual void where(const TensorView& out, const TensorView& cond, const TensorView& a, const TensorView& b) = 0;
+
+  // ---- reductions ----
+  // out has in's ndim with size 1 on every reduced dim (the keepdim shape).
+  virtual void reduce(ReduceOp op, const TensorView& out, const TensorView& in) = 0;
+  // values/indices (Int64) have in's shape with size 1 at dim; the first maximum wins, NaN beats all.
+  virtual void max_along(const TensorView& values, const TensorView& indices, const TensorView& in, int dim) = 0;
+  // Numerically stable softmax / log-softmax along dim, and their backward from the output y:
+  //   softmax:     dx = y ⊙ (g − Σ_dim g⊙y)        log_softmax: dx = g − exp(y) ⊙ Σ_dim g
+  virtual void softmax(const TensorView& out, const TensorView& in, int dim, bool log) = 0;
+  virtual void softmax_backward(const TensorView& grad_in, const TensorView& grad_out, const TensorView& y, int dim,
+                                bool log) = 0;
+
+  // ---- matmul ----
+  // out[..., M, N] = a[..., M, K] @ b[..., K, N] (+ out when accumulate). All three have the same
+  // batch shape; a and b may broadcast it with stride 0. Transposed operands (column-major
+  // strides) go to BLAS as transpose flags, never as copies.
+  virtual void matmul(const TensorView& out, const TensorView& a, const TensorView& b, bool accumulate) = 0;
+
+  // ---- indexing (index is Int32 or Int64; every index is bounds-checked before anything is written) ----
+  // out = in with dim taken at index (1-D): out.shape[dim] == index.numel()
+  virtual void index_select(const TensorView& out, const TensorView& in, int dim, const TensorView& index) = 0;
+  // out[.., index[j], ..] += src[.., j, ..]   (repeated indices accumulate)
+  virtual void index_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) = 0;
+  // out[i][j][k] = in[i][index[i][j][k]][k] for dim 1 (torch.gather); index has out's shape.
+  virtual void gather(const TensorView& out, const TensorView& in, int dim, const TensorView& index) = 0;
+  // out[i][index[i][j][k]][k] += src[i][j][k] for dim 1; src has index's shape.
+  virtual void scatter_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) = 0;
+};
+
+// The backend of a device; throws tapegrad::Error when this build or machine has none.
+Backend& backend(Device device);
+
+// Threads used by CPU kernels and OpenBLAS (one shared OpenMP pool).
+void set_num_threads(int n);
+int num_threads();
+// The name of the core OpenBLAS chose at load time (e.g. "Cooperlake", "Haswell"), and its
+// threading model (0 sequential, 1 pthreads, 2 OpenMP).
+const char* blas_core_name();
+int blas_parallel_model();
+
+}  // namespace tapegrad::kernels

@@ -1,0 +1,46 @@
+// cpu_backend.h — the CPU backend: OpenBLAS for matmul, our own OpenMP kernels for the rest.
+// Its methods are defined by family: allocator.cpp, elementwise.cpp, reduce.cpp, softmax.cpp,
+// matmul.cpp, index.cpp.
+#pragma once
+#include "kernels/backend.h"
+
+namespace tapegrad::kernels::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::cpu(); }
+
+  void* allocate(size_t nbytes) override;
+  void deallocate(void* p, size_t nbytes) override;
+  void copy_from_host(void* dst, const void* src, size_t nbytes) override;
+  void copy_to_host(void* dst, const void* src, size_t nbytes) override;
+
+  void fill(const TensorView& out, double value) override;
+  void copy(const TensorView& out, const TensorView& in) override;
+  void unary(UnaryOp op, const TensorView& out, const TensorView& in, double param) override;
+  void unary_backward(UnaryOp op, const TensorView& grad_in, const TensorView& grad_out, const TensorView& x,
+                      const TensorView& y, double param) override;
+  void binary(BinaryOp op, const TensorView& out, const TensorView& a, const TensorView& b) override;
+  void where(const TensorView& out, const TensorView& cond, const TensorView& a, const TensorView& b) override;
+
+  void reduce(ReduceOp op, const TensorView& out, const TensorView& in) override;
+  void max_along(const TensorView& values, const TensorView& indices, const TensorView& in, int dim) override;
+  void softmax(const TensorView& out, const TensorView& in, int dim, bool log) override;
+  void softmax_backward(const TensorView& grad_in, const TensorView& grad_out, const TensorView& y, int dim,
+                        bool log) override;
+
+  void matmul(const TensorView& out, const TensorView& a, const TensorView& b, bool accumulate) override;
+
+  void index_select(const TensorView& out, const TensorView& in, int dim, const TensorView& index) override;
+  void index_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;
+  void gather(const TensorView& out, const TensorView& in, int dim, const TensorView& index) override;
+  void scatter_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;
+};
+
+CpuBackend& cpu_backend();
+
+// Bytes the CPU caching allocator holds for reuse, and gives them back to the system.
+size_t cpu_cached_bytes();
+void cpu_empty_cache();
+
+}  // namespace tapegrad::kernels::cpu

@@ -1,0 +1,44 @@
+// dispatch.h — calls a generic lambda with a value of the C++ type behind a DType.
+#pragma once
+#include <cstdint>
+
+#include "kernels/dtype.h"
+#include "kernels/error.h"
+
+namespace tapegrad::kernels::cpu {
+
+// Float32/Float64 only; other dtypes throw naming `op`.
+template <class F>
+void dispatch_floating(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    default: throw Error(fmt::format("{}: dtype {} is not supported (float32 or float64 expected)", op, t));
+  }
+}
+
+// Every dtype; Bool is visited as bool.
+template <class F>
+void dispatch_all(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::Int32: return f(int32_t{});
+    case DType::Int64: return f(int64_t{});
+    case DType::Bool: return f(bool{});
+  }
+}
+
+// The accumulator of a sum: double for floats, int64 for integers.
+template <class T> struct Accum { using type = double; };
+template <> struct Accum<int32_t> { using type = int64_t; };
+template <> struct Accum<int64_t> { using type = int64_t; };
+template <> struct Accum<bool> { using type = int64_t; };
+
+// Reads index i of an Int32/Int64 index array.
+inline int64_t read_index(const void* data, DType t, int64_t byte_offset) {
+  const char* p = static_cast<const char*>(data) + byte_offset;
+  return t == DType::Int64 ? *reinterpret_cast<const int64_t*>(p) : *reinterpret_cast<const int32_t*>(p);
+}
+
+}  // namespace tapegrad::kernels::cpu

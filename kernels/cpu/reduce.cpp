@@ -1,0 +1,227 @@
+// reduce.cpp — CPU reductions: sum / max / min over any set of dims, and max_along (values +
+// arg-max indices along one dim, used by max's backward).
+//
+// Two shapes of work:
+//  * inner reduction — the reduced dims include the input's fastest-moving dim (sum over the
+//    last dim, or over everything): each output reduces one block with a SIMD reduction;
+//    threads split the outputs, or split the block when there are fewer outputs than threads.
+//  * outer reduction — the fastest dim is kept (sum over the batch of a [N, C] gradient):
+//    walk the input in memory order adding rows into an accumulator row, one row per thread,
+//    then add the threads' rows. No strided column walks.
+// Float sums accumulate in double; max/min propagate NaN.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/nd_loop.h"
+#include "kernels/cpu/parallel.h"
+
+namespace tapegrad::kernels::cpu {
+namespace {
+
+template <class T, ReduceOp Op>
+struct Reducer {
+  using Acc = std::conditional_t<Op == ReduceOp::Sum, typename Accum<T>::type, T>;
+  static Acc identity() {
+    if constexpr (Op == ReduceOp::Sum) return Acc(0);
+    else if constexpr (Op == ReduceOp::Max)
+      return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+    else
+      return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
+  }
+  static Acc combine(Acc a, Acc b) {
+    if constexpr (Op == ReduceOp::Sum) return a + b;
+    else if constexpr (Op == ReduceOp::Max) return (b > a || b != b) ? b : a;
+    else return (b < a || b != b) ? b : a;
+  }
+  // Reduces n elements starting at p with byte stride s into acc.
+  static Acc run(const char* p, int64_t n, int64_t s, Acc acc) {
+    if (s == sizeof(T)) {
+      const T* x = reinterpret_cast<const T*>(p);
+      if constexpr (Op == ReduceOp::Sum) {
+        Acc sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t i = 0; i < n; ++i) sum += Acc(x[i]);
+        return acc + sum;
+      } else {
+        T m = identity();
+        bool nan = false;
+        if constexpr (Op == ReduceOp::Max) {
+#pragma omp simd reduction(max : m) reduction(|| : nan)
+          for (int64_t i = 0; i < n; ++i) {
+            m = x[i] > m ? x[i] : m;
+            nan = nan || x[i] != x[i];
+          }
+        } else {
+#pragma omp simd reduction(min : m) reduction(|| : nan)
+          for (int64_t i = 0; i < n; ++i) {
+            m = x[i] < m ? x[i] : m;
+            nan = nan || x[i] != x[i];
+          }
+        }
+        if (nan) m = std::numeric_limits<T>::quiet_NaN();
+        return combine(acc, m);
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) acc = combine(acc, Acc(*reinterpret_cast<const T*>(p + i * s)));
+    return acc;
+  }
+};
+
+template <class T, ReduceOp Op>
+void reduce_typed(const TensorView& out, const TensorView& in) {
+  using R = Reducer<T, Op>;
+  using Acc = typename R::Acc;
+  const int nd = in.ndim();
+  Shape kept_shape, kept_in, kept_out, red_shape, red_in;
+  int fastest = -1;
+  for (int d = 0; d < nd; ++d) {
+    if (in.shape[d] == 1) continue;
+    if (fastest < 0 || std::abs(in.strides[d]) < std::abs(in.strides[fastest])) fastest = d;
+    if (out.shape[d] == 1) {
+      red_shape.push_back(in.shape[d]);
+      red_in.push_back(in.strides[d]);
+    } else {
+      kept_shape.push_back(in.shape[d]);
+      kept_in.push_back(in.strides[d]);
+      kept_out.push_back(out.strides[d]);
+    }
+  }
+  const int64_t n_out = kept_shape.numel(), n_red = red_shape.numel();
+  const bool inner = fastest < 0 || out.shape[fastest] == 1;
+
+  if (inner) {
+    // One block per output: reduce over red_shape from the output's base offset.
+    auto reduce_block = [&](const char* base, int64_t b, int64_t e, Acc acc) {
+      NdLoop<1> shifted(red_shape, {{const_cast<char*>(base), &red_in, sizeof(T)}});
+      shifted.run(b, e, [&](char** p, int64_t n, const int64_t* s) { acc = R::run(p[0], n, s[0], acc); });
+      return acc;
+    };
+    NdLoop<2> outs(kept_shape, {{out.data, &kept_out, sizeof(T)}, {in.data, &kept_in, sizeof(T)}});
+    const int threads = omp_get_max_threads();
+    if (n_out >= threads || n_red * n_out <= kElementwiseGrain) {
+      const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, n_red));
+      parallel_for(n_out, grain, [&](int64_t b, int64_t e) {
+        outs.run(b, e, [&](char** p, int64_t n, const int64_t* s) {
+          for (int64_t i = 0; i < n; ++i)
+            *reinterpret_cast<T*>(p[0] + i * s[0]) = T(reduce_block(p[1] + i * s[1], 0, n_red, R::identity()));
+        });
+      });
+    } else {
+      // Few outputs, long blocks: threads split each block; partials combine in thread order.
+      outs.run(0, n_out, [&](char** p, int64_t n, const int64_t* s) {
+        for (int64_t i = 0; i < n; ++i) {
+          std::vector<Acc> partial(threads, R::identity());
+          const char* base = p[1] + i * s[1];
+          parallel_for(n_red, kElementwiseGrain, [&](int64_t b, int64_t e) {
+            partial[omp_get_thread_num()] = reduce_block(base, b, e, R::identity());
+          });
+          Acc acc = R::identity();
+          for (Acc v : partial) acc = R::combine(acc, v);
+          *reinterpret_cast<T*>(p[0] + i * s[0]) = T(acc);
+        }
+      });
+    }
+    return;
+  }
+
+  // Outer reduction: accumulate rows of the input, in memory order, into per-thread buffers.
+  Shape acc_strides_full;  // the accumulator is contiguous over the kept dims, 0 on reduced ones
+  {
+    Shape kept_contig = contiguous_strides(kept_shape);
+    int k = 0;
+    for (int d = 0; d < nd; ++d) {
+      if (in.shape[d] != 1 && out.shape[d] != 1) acc_strides_full.push_back(kept_contig[k++]);
+      else acc_strides_full.push_back(0);
+    }
+  }
+  int threads = omp_get_max_threads();
+  if (in.numel() <= kElementwiseGrain || int64_t(threads) * n_out * int64_t(sizeof(Acc)) > (int64_t{64} << 20))
+    threads = 1;
+  std::vector<Acc> acc(static_cast<size_t>(threads) * n_out, R::identity());
+  auto accumulate = [&](int t, int64_t b, int64_t e) {
+    NdLoop<2> loop(in.shape, {{acc.data() + t * n_out, &acc_strides_full, sizeof(Acc)}, {in.data, &in.strides, sizeof(T)}});
+    loop.run(b, e, [&](char** p, int64_t n, const int64_t* s) {
+      if (s[0] == sizeof(Acc) && s[1] == sizeof(T)) {
+        Acc* a = reinterpret_cast<Acc*>(p[0]);
+        const T* x = reinterpret_cast<const T*>(p[1]);
+        for (int64_t i = 0; i < n; ++i) a[i] = R::combine(a[i], Acc(x[i]));
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          Acc& a = *reinterpret_cast<Acc*>(p[0] + i * s[0]);
+          a = R::combine(a, Acc(*reinterpret_cast<const T*>(p[1] + i * s[1])));
+        }
+      }
+    });
+  };
+  const int64_t total = in.numel();
+  if (threads == 1) {
+    accumulate(0, 0, total);
+  } else {
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), T_ = omp_get_num_threads();
+      const int64_t chunk = (total + T_ - 1) / T_;
+      accumulate(t, std::min(total, t * chunk), std::min(total, (t + 1) * chunk));
+    }
+  }
+  NdLoop<1> outs(kept_shape, {{out.data, &kept_out, sizeof(T)}});
+  int64_t j = 0;
+  outs.run(0, n_out, [&](char** p, int64_t n, const int64_t* s) {
+    for (int64_t i = 0; i < n; ++i, ++j) {
+      Acc a = acc[j];
+      for (int t = 1; t < threads; ++t) a = R::combine(a, acc[t * n_out + j]);
+      *reinterpret_cast<T*>(p[0] + i * s[0]) = T(a);
+    }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::reduce(ReduceOp op, const TensorView& out, const TensorView& in) {
+  dispatch_all(in.dtype, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, bool>) {
+      throw Error("reduce: dtype bool is not supported (convert to an integer or float dtype first)");
+    } else {
+      switch (op) {
+        case ReduceOp::Sum: return reduce_typed<T, ReduceOp::Sum>(out, in);
+        case ReduceOp::Max: return reduce_typed<T, ReduceOp::Max>(out, in);
+        case ReduceOp::Min: return reduce_typed<T, ReduceOp::Min>(out, in);
+      }
+    }
+  });
+}
+
+void CpuBackend::max_along(const TensorView& values, const TensorView& indices, const TensorView& in, int dim) {
+  dispatch_all(in.dtype, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, bool>) {
+      throw Error("max: dtype bool is not supported");
+    } else {
+      const int64_t len = in.shape[dim];
+      const int64_t step = in.strides[dim] * int64_t(sizeof(T));
+      auto loop = make_loop<3>(values.shape, {&values, &indices, &in});
+      const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, len));
+      parallel_for(loop.numel(), grain, [&](int64_t b, int64_t e) {
+        loop.run(b, e, [&](char** p, int64_t n, const int64_t* s) {
+          for (int64_t i = 0; i < n; ++i) {
+            const char* x = p[2] + i * s[2];
+            T best = *reinterpret_cast<const T*>(x);
+            int64_t arg = 0;
+            for (int64_t j = 1; j < len && best == best; ++j) {
+              const T v = *reinterpret_cast<const T*>(x + j * step);
+              if (v > best || v != v) best = v, arg = j;
+            }
+            *reinterpret_cast<T*>(p[0] + i * s[0]) = best;
+            *reinterpret_cast<int64_t*>(p[1] + i * s[1]) = arg;
+          }
+        });
+      });
+    }
+  });
+}
+
+}  // namespace tapegrad::kernels::cpu

@@ -1,0 +1,103 @@
+// unary_functors.h — value and derivative of every elementwise unary op, written once and
+// shared by the CPU and CUDA elementwise templates.
+//   f(x, p)      the value y
+//   df(x, y, p)  dy/dx, given x and y = f(x) (using y where it is cheaper: exp, sigmoid, tanh)
+// p is the op's scalar (exponent of Pow, the constant of AddScalar / MulScalar).
+#pragma once
+#include <cmath>
+
+#include "kernels/backend.h"
+
+#ifdef __CUDACC__
+#define TG_HD __host__ __device__
+#else
+#define TG_HD
+#endif
+
+namespace tapegrad::kernels::fn {
+
+struct Neg {  // y = −x,  dy/dx = −1
+  template <class T> TG_HD static T f(T x, T) { return -x; }
+  template <class T> TG_HD static T df(T, T, T) { return T(-1); }
+};
+struct Exp {  // y = eˣ,  dy/dx = y
+  template <class T> TG_HD static T f(T x, T) { return std::exp(x); }
+  template <class T> TG_HD static T df(T, T y, T) { return y; }
+};
+struct Log {  // y = ln x,  dy/dx = 1/x
+  template <class T> TG_HD static T f(T x, T) { return std::log(x); }
+  template <class T> TG_HD static T df(T x, T, T) { return T(1) / x; }
+};
+struct Sqrt {  // y = √x,  dy/dx = 1/(2y)
+  template <class T> TG_HD static T f(T x, T) { return std::sqrt(x); }
+  template <class T> TG_HD static T df(T, T y, T) { return T(0.5) / y; }
+};
+struct Rsqrt {  // y = x^(−1/2),  dy/dx = −½ x^(−3/2) = −½ y³
+  template <class T> TG_HD static T f(T x, T) { return T(1) / std::sqrt(x); }
+  template <class T> TG_HD static T df(T, T y, T) { return T(-0.5) * y * y * y; }
+};
+struct Abs {  // y = |x|,  dy/dx = sign(x)  (0 at 0, as PyTorch)
+  template <class T> TG_HD static T f(T x, T) { return std::abs(x); }
+  template <class T> TG_HD static T df(T x, T, T) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)); }
+};
+struct Sigmoid {  // y = 1/(1+e⁻ˣ),  dy/dx = y(1−y)
+  template <class T> TG_HD static T f(T x, T) { return T(1) / (T(1) + std::exp(-x)); }
+  template <class T> TG_HD static T df(T, T y, T) { return y * (T(1) - y); }
+};
+struct Tanh {  // y = tanh x,  dy/dx = 1 − y²
+  template <class T> TG_HD static T f(T x, T) { return std::tanh(x); }
+  template <class T> TG_HD static T df(T, T y, T) { return T(1) - y * y; }
+};
+struct Relu {  // y = max(x, 0),  dy/dx = [x > 0]
+  template <class T> TG_HD static T f(T x, T) { return x > T(0) ? x : T(0); }
+  template <class T> TG_HD static T df(T x, T, T) { return x > T(0) ? T(1) : T(0); }
+};
+struct Silu {  // y = x·σ(x),  dy/dx = σ(x)·(1 + x·(1 − σ(x)))
+  template <class T> TG_HD static T f(T x, T) { return x / (T(1) + std::exp(-x)); }
+  template <class T> TG_HD static T df(T x, T, T) {
+    const T s = T(1) / (T(1) + std::exp(-x));
+    return s * (T(1) + x * (T(1) - s));
+  }
+};
+struct Pow {  // y = xᵖ,  dy/dx = p·xᵖ⁻¹  (0 when p = 0)
+  template <class T> TG_HD static T f(T x, T p) {
+    if (p == T(2)) return x * x;
+    if (p == T(1)) return x;
+    return std::pow(x, p);
+  }
+  template <class T> TG_HD static T df(T x, T, T p) {
+    if (p == T(0)) return T(0);
+    if (p == T(2)) return T(2) * x;
+    return p * std::pow(x, p - T(1));
+  }
+};
+struct AddScalar {  // y = x + p,  dy/dx = 1
+  template <class T> TG_HD static T f(T x, T p) { return x + p; }
+  template <class T> TG_HD static T df(T, T, T) { return T(1); }
+};
+struct MulScalar {  // y = p·x,  dy/dx = p
+  template <class T> TG_HD static T f(T x, T p) { return x * p; }
+  template <class T> TG_HD static T df(T, T, T p) { return p; }
+};
+
+// Calls visit(Functor{}) for a UnaryOp.
+template <class V>
+TG_HD inline void visit_unary(UnaryOp op, V&& visit) {
+  switch (op) {
+    case UnaryOp::Neg: return visit(Neg{});
+    case UnaryOp::Exp: return visit(Exp{});
+    case UnaryOp::Log: return visit(Log{});
+    case UnaryOp::Sqrt: return visit(Sqrt{});
+    case UnaryOp::Rsqrt: return visit(Rsqrt{});
+    case UnaryOp::Abs: return visit(Abs{});
+    case UnaryOp::Sigmoid: return visit(Sigmoid{});
+    case UnaryOp::Tanh: return visit(Tanh{});
+    case UnaryOp::Relu: return visit(Relu{});
+    case UnaryOp::Silu: return visit(Silu{});
+    case UnaryOp::Pow: return visit(Pow{});
+    case UnaryOp::AddScalar: return visit(AddScalar{});
+    case UnaryOp::MulScalar: return visit(MulScalar{});
+  }
+}
+
+}  // namespace tapegrad::kernels::fn

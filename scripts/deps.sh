@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# deps.sh — install what tapegrad needs from Debian's packages, and only what is missing.
+# Idempotent: a second run installs nothing. Used by scripts/test.sh, scripts/run.sh, bench/run.sh.
+# Usage: scripts/deps.sh [--bench]   (--bench adds the PyTorch peers the benchmarks compare against)
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config libopenblas-openmp-dev catch2 libfmt-dev libboost-program-options-dev)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-torch python3-numpy libtorch-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+echo "deps.sh: installing ${missing[*]}" >&2
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+$SUDO apt-get update -q >&2
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
