@@ -27,6 +27,12 @@ std::vector<const Node*> reachable(const Tensor& root) {
   return out;
 }
 
+}  // namespace
+
+std::vector<const Node*> tape_entries(const Tensor& root) { return reachable(root); }
+
+namespace {
+
 std::string leaf_label(const TensorImpl& t, std::map<const TensorImpl*, int>& ids) {
   if (!t.name.empty()) return t.name;
   auto [it, inserted] = ids.emplace(&t, static_cast<int>(ids.size()));

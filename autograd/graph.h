@@ -6,10 +6,16 @@
 //   write_file("loss.dot", to_dot(loss));    // dot -Tpng loss.dot -o loss.png
 #pragma once
 #include <string>
+#include <vector>
 
 #include "autograd/tensor.h"
 
 namespace tapegrad {
+
+class Node;
+
+// The tape entries reachable from `root`, in recording order (oldest first). Empty for a leaf.
+std::vector<const Node*> tape_entries(const Tensor& root);
 
 // The tape entries reachable from `root`, in recording order (backward replays them bottom-up),
 // one per line: "#3 mul(#1, x) -> [2, 3] float64".
