@@ -32,6 +32,27 @@ const Tensor& SavedTensor::get() const {
   return t_;
 }
 
+// Frees a chain of entries iteratively: an entry whose input entries are owned by nobody else
+// hands them to a local stack instead of destroying them recursively (a chain of a million ops
+// would otherwise recurse a million frames deep). A LambdaNode's saved tensors are destroyed
+// before this body runs, so the edges are then the inputs' only owners.
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> stack;
+  auto take_inputs = [&stack](Node& n) {
+    for (Edge& e : n.edges_)
+      if (e.node && e.node.use_count() == 1) stack.push_back(std::move(e.node));
+  };
+  take_inputs(*this);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    if (n.use_count() == 1) {
+      n->release();  // drop saved tensors first: they may own further entries
+      take_inputs(*n);
+    }
+  }
+}
+
 void attach(Node& node, std::span<const Tensor* const> inputs, Tensor& out) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& in = *inputs[i];
@@ -142,7 +163,16 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
   // 2. the tape in reverse
   std::sort(order.begin(), order.end(), [](const Node* a, const Node* b) { return a->seq_ > b->seq_; });
 
-  // 3. replay
+  // 3. replay. If a backward throws, drop the partial gradients gathered so far: a later backward
+  // through the same (retained) entries must not add them to its own.
+  struct ClearPendingOnError {
+    const std::vector<Node*>& nodes;
+    bool armed = true;
+    ~ClearPendingOnError() {
+      if (armed)
+        for (Node* m : nodes) m->pending_ = Tensor();
+    }
+  } clear_on_error{order};
   root.grad_fn()->pending_ = grad;
   for (Node* n : order) {
     Tensor g = std::move(n->pending_);
@@ -171,6 +201,7 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       else accumulate_into_leaf(*e.leaf, std::move(gi));
     }
   }
+  clear_on_error.armed = false;
 }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const { Engine::run(*this, grad, retain_graph); }

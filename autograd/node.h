@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "autograd/inline_vector.h"
+#include "autograd/pool.h"
 #include "autograd/tensor.h"
 
 namespace tapegrad {
@@ -42,14 +44,14 @@ class GradInputs {
 
  private:
   std::span<const Edge> edges_;
-  std::vector<Tensor> grads_;
+  InlineVector<Tensor, 3> grads_;
 };
 
 class Node {
  public:
   Node(const char* name, size_t n_inputs)
       : name_(name), seq_(next_seq_.fetch_add(1, std::memory_order_relaxed)), edges_(n_inputs) {}
-  virtual ~Node() = default;
+  virtual ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
@@ -76,7 +78,7 @@ class Node {
 
   const char* name_;
   uint64_t seq_;
-  std::vector<Edge> edges_;
+  InlineVector<Edge, 3> edges_;
   Shape out_shape_;
   DType out_dtype_ = kFloat32;
   bool released_ = false;
@@ -130,7 +132,7 @@ void attach(Node& node, std::span<const Tensor* const> inputs, Tensor& out);
 // Records one tape entry for `out` = name(inputs...), with backward fn(g, grads).
 template <class F>
 void record(const char* name, std::initializer_list<const Tensor*> inputs, Tensor& out, F&& fn) {
-  auto node = std::make_shared<LambdaNode<F>>(name, inputs.size(), std::forward<F>(fn));
+  auto node = detail::make_pooled<LambdaNode<F>>(name, inputs.size(), std::forward<F>(fn));
   attach(*node, std::span<const Tensor* const>(inputs.begin(), inputs.size()), out);
   out.impl()->grad_fn = std::move(node);
 }
@@ -139,7 +141,7 @@ void record(const char* name, const std::vector<Tensor>& inputs, Tensor& out, F&
   std::vector<const Tensor*> ptrs;
   ptrs.reserve(inputs.size());
   for (const Tensor& t : inputs) ptrs.push_back(&t);
-  auto node = std::make_shared<LambdaNode<F>>(name, inputs.size(), std::forward<F>(fn));
+  auto node = detail::make_pooled<LambdaNode<F>>(name, inputs.size(), std::forward<F>(fn));
   attach(*node, ptrs, out);
   out.impl()->grad_fn = std::move(node);
 }

@@ -6,6 +6,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/op_util.h"
+#include "autograd/pool.h"
 
 namespace tapegrad {
 
@@ -13,9 +14,9 @@ using detail::kview;
 
 Tensor empty(const Shape& shape, Options options) {
   for (int64_t d : shape) TG_CHECK(d >= 0, "empty: negative dimension in shape {}", shape);
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(options.dtype_),
-                                            options.device_);
+  auto impl = detail::make_pooled<TensorImpl>();
+  impl->storage = detail::make_pooled<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(options.dtype_),
+                                               options.device_);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = options.dtype_;
@@ -25,7 +26,7 @@ Tensor empty(const Shape& shape, Options options) {
 }
 
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = detail::make_pooled<TensorImpl>();
   impl->storage = base.storage();
   impl->shape = shape;
   impl->strides = strides;

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "kernels/dtype.h"
 #include "kernels/shape.h"
@@ -98,5 +99,8 @@ int num_threads();
 // threading model (0 sequential, 1 pthreads, 2 OpenMP).
 const char* blas_core_name();
 int blas_parallel_model();
+// One line of advice when OpenBLAS fell back to a generic core on a CPU with AVX2/AVX-512
+// (OpenBLAS 0.3.21 does not know newer CPUs), else empty.
+std::string blas_advice();
 
 }  // namespace tapegrad::kernels

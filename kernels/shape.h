@@ -69,7 +69,7 @@ class Shape {
   void assign(It first, It last) {
     for (; first != last; ++first) push_back(static_cast<int64_t>(*first));
   }
-  std::array<int64_t, kMaxDims> d_{};
+  std::array<int64_t, kMaxDims> d_;  // only the first n_ are meaningful (left uninitialized: hot path)
   int n_ = 0;
 };
 

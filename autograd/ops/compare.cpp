@@ -1,4 +1,6 @@
 // compare.cpp — comparisons (kBool results, not differentiable), where and masked_fill.
+#include <cmath>
+
 #include "autograd/ops/op_util.h"
 
 namespace tapegrad {
@@ -12,9 +14,14 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b);
 }
 
 namespace {
-Tensor scalar_like(const Tensor& a, double s) {
-  detail::check_defined("comparison", a);
-  return scalar_tensor(s, Options(a.dtype()).device(a.device()));
+// a ∘ s. The scalar takes a's dtype, except a fractional (or huge, inf, NaN) scalar against an integer
+// tensor: casting it would truncate (x < 1.5 would become x < 1) or overflow, so both sides are
+// compared as float64 instead.
+Tensor compare_scalar(BinaryOp op, const Tensor& a, double s) {
+  detail::check_defined(kernels::binary_op_name(op), a);
+  if (!is_floating(a.dtype()) && !(std::abs(s) < 2147483648.0 && s == std::trunc(s)))
+    return detail::binary_kernel(op, a.to(kFloat64), scalar_tensor(s, Options(kFloat64).device(a.device())));
+  return detail::binary_kernel(op, a, scalar_tensor(s, Options(a.dtype()).device(a.device())));
 }
 }  // namespace
 
@@ -24,12 +31,12 @@ Tensor lt(const Tensor& a, const Tensor& b) { return detail::binary_kernel(Binar
 Tensor le(const Tensor& a, const Tensor& b) { return detail::binary_kernel(BinaryOp::Le, a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return detail::binary_kernel(BinaryOp::Gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return detail::binary_kernel(BinaryOp::Ge, a, b); }
-Tensor eq(const Tensor& a, double s) { return eq(a, scalar_like(a, s)); }
-Tensor ne(const Tensor& a, double s) { return ne(a, scalar_like(a, s)); }
-Tensor lt(const Tensor& a, double s) { return lt(a, scalar_like(a, s)); }
-Tensor le(const Tensor& a, double s) { return le(a, scalar_like(a, s)); }
-Tensor gt(const Tensor& a, double s) { return gt(a, scalar_like(a, s)); }
-Tensor ge(const Tensor& a, double s) { return ge(a, scalar_like(a, s)); }
+Tensor eq(const Tensor& a, double s) { return compare_scalar(BinaryOp::Eq, a, s); }
+Tensor ne(const Tensor& a, double s) { return compare_scalar(BinaryOp::Ne, a, s); }
+Tensor lt(const Tensor& a, double s) { return compare_scalar(BinaryOp::Lt, a, s); }
+Tensor le(const Tensor& a, double s) { return compare_scalar(BinaryOp::Le, a, s); }
+Tensor gt(const Tensor& a, double s) { return compare_scalar(BinaryOp::Gt, a, s); }
+Tensor ge(const Tensor& a, double s) { return compare_scalar(BinaryOp::Ge, a, s); }
 
 // y = cond ? a : b;   ∂y/∂a = [cond], ∂y/∂b = [¬cond]
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {

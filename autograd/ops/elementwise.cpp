@@ -20,7 +20,7 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_defined(name, b);
   check_same_device(name, a, b);
   check_same_dtype(name, a, b);
-  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  const Shape& shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = empty(shape, Options(kernels::is_comparison(op) ? kBool : a.dtype()).device(a.device()));
   backend_of(a).binary(op, kview(out), kview(a, shape), kview(b, shape));
   return out;

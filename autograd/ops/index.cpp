@@ -41,7 +41,11 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   TG_CHECK(is_index(ids.dtype()), "embedding: token ids must be int64 or int32, got {} {}", ids.dtype(), ids.shape());
   Shape out = ids.shape();
   out.push_back(weight.shape()[1]);
-  return index_select(weight, 0, ids.reshape({-1})).reshape(out);
+  try {
+    return index_select(weight, 0, ids.reshape({-1})).reshape(out);
+  } catch (const Error& e) {  // name the op the caller used (a bad id surfaces from index_select)
+    throw Error(fmt::format("embedding (weight {}, ids {}): {}", weight.shape(), ids.shape(), e.what()));
+  }
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {

@@ -12,6 +12,7 @@ inline kernels::TensorView kview(const Tensor& t) {
 }
 // The kernel view of t broadcast to `shape` (stride 0 on broadcast dims).
 inline kernels::TensorView kview(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return kview(t);
   return {t.data_ptr(), t.dtype(), shape, broadcast_strides(t.shape(), t.strides(), shape)};
 }
 // The same view with `shape` (a reshaped view of a contiguous tensor, e.g. keepdim of a reduction).

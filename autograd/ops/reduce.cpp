@@ -101,7 +101,18 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 Tensor mean(const Tensor& x) { return mean(x, all_dims(x), false); }
 
-Tensor min(const Tensor& x, int64_t dim, bool keepdim) { return neg(max(neg(x), dim, keepdim)); }
+Tensor min(const Tensor& x, int64_t dim, bool keepdim) {
+  detail::check_defined("min", x);
+  if (!is_floating(x.dtype())) {  // neg is float-only; integers need no gradient: reduce directly
+    const int d = wrap_dim(dim, x.dim(), "min");
+    TG_CHECK(x.dim() == 0 || x.shape()[d] > 0, "min: cannot reduce dim {} of size 0 (shape {})", dim, x.shape());
+    const Reduction r = plan(x, {dim}, keepdim, "min");
+    Tensor y = empty(r.out_shape, Options(x.dtype()).device(x.device()));
+    backend_of(x).reduce(kernels::ReduceOp::Min, kview_as(y, r.keep_shape), kview(x));
+    return y;
+  }
+  return neg(max(neg(x), dim, keepdim));
+}
 
 // logsumexp(x) = m + log Σ exp(x − m), with m = max x held constant (its gradient cancels
 // exactly), and m = 0 where the max is ±inf so an all −inf row gives −inf, not NaN.

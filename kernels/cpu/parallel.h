@@ -15,8 +15,12 @@ inline constexpr int64_t kElementwiseGrain = 32768;
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F&& body) {
   if (n <= 0) return;
+  if (n <= grain) {
+    body(int64_t{0}, n);
+    return;
+  }
   const int max_threads = omp_get_max_threads();
-  if (n <= grain || max_threads <= 1 || omp_in_parallel()) {
+  if (max_threads <= 1 || omp_in_parallel()) {
     body(int64_t{0}, n);
     return;
   }

@@ -2,6 +2,9 @@
 // the same pool), and what OpenBLAS chose at load time.
 #include <omp.h>
 
+#include <fstream>
+#include <set>
+
 #include "kernels/backend.h"
 
 extern "C" {
@@ -20,5 +23,27 @@ void set_num_threads(int n) {
 int num_threads() { return omp_get_max_threads(); }
 const char* blas_core_name() { return openblas_get_corename(); }
 int blas_parallel_model() { return openblas_get_parallel(); }
+
+std::string blas_advice() {
+  static const std::set<std::string> generic = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
+                                                "Katmai", "Coppermine", "Northwood", "Banias", "Barcelona"};
+  const std::string core = openblas_get_corename();
+  if (!generic.count(core)) return {};
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, flags;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("flags", 0) == 0) {
+      flags = line + " ";
+      break;
+    }
+  const char* better = flags.find(" avx512f ") != std::string::npos ? "SkylakeX"
+                       : flags.find(" avx2 ") != std::string::npos  ? "Haswell"
+                                                                    : nullptr;
+  if (!better) return {};
+  return fmt::format(
+      "OpenBLAS chose its generic '{}' kernels on a CPU with {}; matmuls run several times slower. Set "
+      "OPENBLAS_CORETYPE={} (scripts/blas_env.sh does) before starting the program.",
+      core, better == std::string("SkylakeX") ? "AVX-512" : "AVX2", better);
+}
 
 }  // namespace tapegrad::kernels
