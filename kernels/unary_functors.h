@@ -5,8 +5,10 @@
 // p is the op's scalar (exponent of Pow, the constant of AddScalar / MulScalar).
 #pragma once
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/backend.h"
+#include "kernels/fast_math.h"
 
 #ifdef __CUDACC__
 #define TG_HD __host__ __device__
@@ -16,12 +18,28 @@
 
 namespace tapegrad::kernels::fn {
 
+// eˣ and tanh: the vectorizable float32 versions on the host (fast_math.h), libm otherwise.
+template <class T>
+TG_HD inline T exp_(T x) {
+#ifndef __CUDA_ARCH__
+  if constexpr (std::is_same_v<T, float>) return fast_exp(x);
+#endif
+  return std::exp(x);
+}
+template <class T>
+TG_HD inline T tanh_(T x) {
+#ifndef __CUDA_ARCH__
+  if constexpr (std::is_same_v<T, float>) return fast_tanh(x);
+#endif
+  return std::tanh(x);
+}
+
 struct Neg {  // y = −x,  dy/dx = −1
   template <class T> TG_HD static T f(T x, T) { return -x; }
   template <class T> TG_HD static T df(T, T, T) { return T(-1); }
 };
 struct Exp {  // y = eˣ,  dy/dx = y
-  template <class T> TG_HD static T f(T x, T) { return std::exp(x); }
+  template <class T> TG_HD static T f(T x, T) { return exp_(x); }
   template <class T> TG_HD static T df(T, T y, T) { return y; }
 };
 struct Log {  // y = ln x,  dy/dx = 1/x
@@ -41,11 +59,11 @@ struct Abs {  // y = |x|,  dy/dx = sign(x)  (0 at 0, as PyTorch)
   template <class T> TG_HD static T df(T x, T, T) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)); }
 };
 struct Sigmoid {  // y = 1/(1+e⁻ˣ),  dy/dx = y(1−y)
-  template <class T> TG_HD static T f(T x, T) { return T(1) / (T(1) + std::exp(-x)); }
+  template <class T> TG_HD static T f(T x, T) { return T(1) / (T(1) + exp_(-x)); }
   template <class T> TG_HD static T df(T, T y, T) { return y * (T(1) - y); }
 };
 struct Tanh {  // y = tanh x,  dy/dx = 1 − y²
-  template <class T> TG_HD static T f(T x, T) { return std::tanh(x); }
+  template <class T> TG_HD static T f(T x, T) { return tanh_(x); }
   template <class T> TG_HD static T df(T, T y, T) { return T(1) - y * y; }
 };
 struct Relu {  // y = max(x, 0),  dy/dx = [x > 0]
@@ -53,9 +71,9 @@ struct Relu {  // y = max(x, 0),  dy/dx = [x > 0]
   template <class T> TG_HD static T df(T x, T, T) { return x > T(0) ? T(1) : T(0); }
 };
 struct Silu {  // y = x·σ(x),  dy/dx = σ(x)·(1 + x·(1 − σ(x)))
-  template <class T> TG_HD static T f(T x, T) { return x / (T(1) + std::exp(-x)); }
+  template <class T> TG_HD static T f(T x, T) { return x / (T(1) + exp_(-x)); }
   template <class T> TG_HD static T df(T x, T, T) {
-    const T s = T(1) / (T(1) + std::exp(-x));
+    const T s = T(1) / (T(1) + exp_(-x));
     return s * (T(1) + x * (T(1) - s));
   }
 };

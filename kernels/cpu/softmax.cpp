@@ -13,6 +13,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/nd_loop.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/unary_functors.h"
 
 namespace tapegrad::kernels::cpu {
 namespace {
@@ -46,6 +47,34 @@ void CpuBackend::softmax(const TensorView& out, const TensorView& in, int dim, b
     for_each_row<2>(in.shape, dim, {&out, &in}, [&](std::array<char*, 2> p) {
       T* y = reinterpret_cast<T*>(p[0]);
       const T* x = reinterpret_cast<const T*>(p[1]);
+      if (si == 1 && so == 1) {  // contiguous row: vectorized passes
+        T m = -std::numeric_limits<T>::infinity();
+        bool nan = false;
+#pragma omp simd reduction(max : m) reduction(|| : nan)
+        for (int64_t j = 0; j < len; ++j) {
+          m = x[j] > m ? x[j] : m;
+          nan = nan || x[j] != x[j];
+        }
+        if (nan) m = std::numeric_limits<T>::quiet_NaN();
+        double s = 0;
+        if (log) {
+#pragma omp simd reduction(+ : s)
+          for (int64_t j = 0; j < len; ++j) s += double(fn::exp_(x[j] - m));
+          const T shift = m + T(std::log(s));
+#pragma omp simd
+          for (int64_t j = 0; j < len; ++j) y[j] = x[j] - shift;
+        } else {
+#pragma omp simd reduction(+ : s)
+          for (int64_t j = 0; j < len; ++j) {
+            y[j] = fn::exp_(x[j] - m);
+            s += double(y[j]);
+          }
+          const T inv = T(1.0 / s);
+#pragma omp simd
+          for (int64_t j = 0; j < len; ++j) y[j] *= inv;
+        }
+        return;
+      }
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < len; ++j) m = std::max(m, x[j * si]);
       double s = 0;
@@ -77,6 +106,20 @@ void CpuBackend::softmax_backward(const TensorView& grad_in, const TensorView& g
       const T* g = reinterpret_cast<const T*>(p[1]);
       const T* yv = reinterpret_cast<const T*>(p[2]);
       double dot = 0;
+      if (sgi == 1 && sgo == 1 && sy == 1) {  // contiguous row: vectorized passes
+        if (log) {
+#pragma omp simd reduction(+ : dot)
+          for (int64_t j = 0; j < len; ++j) dot += double(g[j]);
+#pragma omp simd
+          for (int64_t j = 0; j < len; ++j) gx[j] = g[j] - fn::exp_(yv[j]) * T(dot);
+        } else {
+#pragma omp simd reduction(+ : dot)
+          for (int64_t j = 0; j < len; ++j) dot += double(g[j]) * double(yv[j]);
+#pragma omp simd
+          for (int64_t j = 0; j < len; ++j) gx[j] = yv[j] * (g[j] - T(dot));
+        }
+        return;
+      }
       if (log) {
         for (int64_t j = 0; j < len; ++j) dot += g[j * sgo];
         for (int64_t j = 0; j < len; ++j) gx[j * sgi] = g[j * sgo] - std::exp(yv[j * sy]) * T(dot);
