@@ -133,3 +133,22 @@ TEST_CASE("float-only ops reject integer tensors, naming the op and the dtype", 
   CHECK_THROWS_WITH(i.requires_grad_(), Contains("requires_grad_") && Contains("int64"));
   CHECK_THROWS_WITH(i.mul_(2.0), Contains("mul_") && Contains("int64"));
 }
+
+TEST_CASE("gradcheck refuses inputs whose elements alias", "[errors][gradcheck]") {
+  auto fn = [](const std::vector<Tensor>& in) { return in[0].sum(); };
+  // stride 0 (expanded)
+  Tensor e = randn({3, 1}, kFloat64).expand({3, 4}).detach().requires_grad_();
+  REQUIRE_THROWS_WITH(gradcheck(fn, {e}), Catch::Contains("overlapping memory"));
+  // a step smaller than the inner span: rows of 3 elements starting every 2 elements
+  Tensor base = randn({10}, kFloat64);
+  Tensor rows = make_view(base, {4, 3}, {2, 1}, 0).requires_grad_();
+  REQUIRE_THROWS_WITH(gradcheck(fn, {rows}), Catch::Contains("overlapping memory"));
+  // two inputs over one storage
+  Tensor x = randn({3, 3}, kFloat64).requires_grad_();
+  Tensor xt = x.detach().t().requires_grad_();
+  REQUIRE_THROWS_WITH(gradcheck([](const std::vector<Tensor>& in) { return (in[0] * in[1]).sum(); }, {x, xt}),
+                      Catch::Contains("share storage"));
+  // a transposed (non-overlapping) leaf is fine
+  Tensor t = randn({4, 3}, kFloat64).t().requires_grad_();
+  CHECK(gradcheck(fn, {t}).ok);
+}
