@@ -99,6 +99,8 @@ int num_threads();
 // threading model (0 sequential, 1 pthreads, 2 OpenMP).
 const char* blas_core_name();
 int blas_parallel_model();
+// The file of the OpenBLAS library this process loaded (e.g. .../openblas-openmp/libopenblas.so.0).
+std::string blas_library_path();
 // One line of advice when OpenBLAS fell back to a generic core on a CPU with AVX2/AVX-512
 // (OpenBLAS 0.3.21 does not know newer CPUs), else empty.
 std::string blas_advice();

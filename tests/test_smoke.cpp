@@ -10,6 +10,8 @@ TEST_CASE("OpenBLAS is the OpenMP build (one thread pool shared with our kernels
   // openblas_get_parallel(): 0 sequential, 1 pthreads, 2 OpenMP
   CHECK(kernels::blas_parallel_model() == 2);
   CHECK(std::string(kernels::blas_core_name()).size() > 0);
+  // the library actually loaded is the OpenMP variant, whatever Debian's alternatives point to
+  CHECK_THAT(kernels::blas_library_path(), Catch::Contains("openblas-openmp"));
 }
 
 TEST_CASE("a tiny graph runs forward and backward", "[smoke]") {

@@ -60,8 +60,9 @@ int run(int argc, char** argv) {
   if (vm["threads"].as<int>() > 0) set_num_threads(vm["threads"].as<int>());
 
   if (cmd == "info") {
-    fmt::print("tapegrad 0.1.0\nOpenBLAS core: {} (threading model {}: 2 = OpenMP)\nthreads: {}\n",
-               kernels::blas_core_name(), kernels::blas_parallel_model(), num_threads());
+    fmt::print("tapegrad 0.1.0\nOpenBLAS: {}\nOpenBLAS core: {} (threading model {}: 2 = OpenMP)\nthreads: {}\n",
+               kernels::blas_library_path(), kernels::blas_core_name(), kernels::blas_parallel_model(),
+               num_threads());
     print_blas_advice();
     return 0;
   }

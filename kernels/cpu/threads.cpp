@@ -1,5 +1,6 @@
 // threads.cpp — one thread count for our OpenMP kernels and OpenBLAS (its OpenMP build shares
 // the same pool), and what OpenBLAS chose at load time.
+#include <link.h>
 #include <omp.h>
 
 #include <fstream>
@@ -23,6 +24,19 @@ void set_num_threads(int n) {
 int num_threads() { return omp_get_max_threads(); }
 const char* blas_core_name() { return openblas_get_corename(); }
 int blas_parallel_model() { return openblas_get_parallel(); }
+
+std::string blas_library_path() {
+  std::string path;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        const std::string name = info->dlpi_name ? info->dlpi_name : "";
+        if (name.find("libopenblas") == std::string::npos) return 0;
+        *static_cast<std::string*>(out) = name;
+        return 1;
+      },
+      &path);
+  return path;
+}
 
 std::string blas_advice() {
   static const std::set<std::string> generic = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
