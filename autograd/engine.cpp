@@ -195,7 +195,9 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
     for (size_t i = 0; i < n->edges_.size(); ++i) {
       const Edge& e = n->edges_[i];
       if (!e.needs_grad() || !grads[i].defined()) continue;
-      Tensor gi = detail::sum_to(grads[i], e.shape);
+      // moved out of its slot, so a gradient nobody else holds can be stolen instead of copied
+      Tensor gi = std::move(grads[i]);
+      if (gi.shape() != e.shape) gi = detail::sum_to(gi, e.shape);
       if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
       if (e.node) accumulate(e.node->pending_, std::move(gi));
       else accumulate_into_leaf(*e.leaf, std::move(gi));
