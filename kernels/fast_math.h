@@ -18,7 +18,9 @@ namespace tapegrad::kernels {
 inline float fast_exp(float x) {
   const float hi = 88.72283935546875f, lo = -104.0f;  // e^hi ≈ FLT_MAX, e^lo < smallest denormal
   const float xc = x > hi ? hi : (x < lo ? lo : x);
-  const float n = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
+  // round to nearest by adding and subtracting 1.5·2²³ (floorf does not vectorize under the
+  // default -ftrapping-math); exact for |x·log₂e| < 2²²
+  const float n = (xc * 1.44269504088896341f + 0x1.8p23f) - 0x1.8p23f;
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   const float z = r * r;
@@ -29,7 +31,7 @@ inline float fast_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float y = p * z + r + 1.0f;
-  const int32_t ni = static_cast<int32_t>(n), n1 = ni / 2, n2 = ni - n1;
+  const int32_t ni = static_cast<int32_t>(n), n1 = ni >> 1, n2 = ni - n1;  // n1, n2 in [−75, 64]
   const float s1 = std::bit_cast<float>((n1 + 127) << 23), s2 = std::bit_cast<float>((n2 + 127) << 23);
   float result = y * s1 * s2;
   result = x > hi ? std::numeric_limits<float>::infinity() : result;
