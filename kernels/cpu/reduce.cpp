@@ -178,6 +178,47 @@ void reduce_typed(const TensorView& out, const TensorView& in) {
   });
 }
 
+// (max, first index of it) over a contiguous run; NaN beats everything, the first NaN wins.
+// Blocked single pass: a SIMD max per block of 64, a scalar compare per block, and only the
+// winning block is rescanned for the index — nearly one streaming read, not a branch per element.
+template <class T>
+struct MaxArg {
+  T value;
+  int64_t index;  // -1: empty
+};
+template <class T>
+MaxArg<T> max_arg_contiguous(const T* x, int64_t begin, int64_t end) {
+  constexpr int64_t kBlock = 64;
+  MaxArg<T> best{T(0), -1};
+  int64_t best_block = -1;
+  for (int64_t b = begin; b < end; b += kBlock) {
+    const int64_t e = std::min(end, b + kBlock);
+    T m = x[b];
+    bool nan = false;
+#pragma omp simd reduction(max : m) reduction(|| : nan)
+    for (int64_t i = b; i < e; ++i) {
+      m = x[i] > m ? x[i] : m;
+      nan = nan || x[i] != x[i];
+    }
+    if (nan) {  // the first NaN wins outright
+      for (int64_t i = b; i < e; ++i)
+        if (x[i] != x[i]) return {x[i], i};
+    }
+    if (best_block < 0 || m > best.value) best = {m, b}, best_block = b;
+  }
+  if (best_block < 0) return best;
+  for (int64_t i = best_block;; ++i)
+    if (x[i] == best.value) return {best.value, i};
+}
+// Combines two (max, index) results of consecutive ranges, earlier range first.
+template <class T>
+MaxArg<T> combine_max_arg(MaxArg<T> a, MaxArg<T> b) {
+  if (a.index < 0) return b;
+  if (b.index < 0 || a.value != a.value) return a;
+  if (b.value != b.value || b.value > a.value) return b;
+  return a;
+}
+
 }  // namespace
 
 void CpuBackend::reduce(ReduceOp op, const TensorView& out, const TensorView& in) {
@@ -204,6 +245,36 @@ void CpuBackend::max_along(const TensorView& values, const TensorView& indices, 
       const int64_t len = in.shape[dim];
       const int64_t step = in.strides[dim] * int64_t(sizeof(T));
       auto loop = make_loop<3>(values.shape, {&values, &indices, &in});
+      const int threads = omp_get_max_threads();
+      if (in.strides[dim] == 1 && len > 0) {
+        if (loop.numel() < threads && len > kElementwiseGrain) {
+          // few long rows: threads split each row, results combine in order
+          loop.run(0, loop.numel(), [&](char** p, int64_t n, const int64_t* s) {
+            for (int64_t i = 0; i < n; ++i) {
+              const T* x = reinterpret_cast<const T*>(p[2] + i * s[2]);
+              std::vector<MaxArg<T>> part(threads, MaxArg<T>{T(0), -1});
+              parallel_for(len, kElementwiseGrain,
+                           [&](int64_t b, int64_t e) { part[omp_get_thread_num()] = max_arg_contiguous(x, b, e); });
+              MaxArg<T> r{T(0), -1};
+              for (const auto& q : part) r = combine_max_arg(r, q);
+              *reinterpret_cast<T*>(p[0] + i * s[0]) = r.value;
+              *reinterpret_cast<int64_t*>(p[1] + i * s[1]) = r.index;
+            }
+          });
+          return;
+        }
+        const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / len);
+        parallel_for(loop.numel(), grain, [&](int64_t b, int64_t e) {
+          loop.run(b, e, [&](char** p, int64_t n, const int64_t* s) {
+            for (int64_t i = 0; i < n; ++i) {
+              const MaxArg<T> r = max_arg_contiguous(reinterpret_cast<const T*>(p[2] + i * s[2]), 0, len);
+              *reinterpret_cast<T*>(p[0] + i * s[0]) = r.value;
+              *reinterpret_cast<int64_t*>(p[1] + i * s[1]) = r.index;
+            }
+          });
+        });
+        return;
+      }
       const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, len));
       parallel_for(loop.numel(), grain, [&](int64_t b, int64_t e) {
         loop.run(b, e, [&](char** p, int64_t n, const int64_t* s) {
