@@ -56,13 +56,17 @@ void check_rows(DType dtype, int64_t rows, int64_t len, const std::vector<std::p
 
 TEST_CASE("max and argmax over few long rows split across threads", "[reduce][max]") {
   ThreadsGuard two(2);
-  const int64_t len = 300001;  // not a multiple of the block
+  const int64_t len = 300001;  // not a multiple of the 1024-element block
   // a tie between a position in the first half and one in the second half: the first wins
   check_rows(kFloat32, 1, len, {{1000, 500.0}, {250000, 500.0}});
-  // the tie inside one block of 64
+  // the tie inside one block
   check_rows(kFloat64, 1, len, {{200003, 7e3}, {200001, 7e3}});
   // the maximum in the last, partial block
   check_rows(kFloat32, 1, len, {{len - 1, 1e6}});
+  // ±inf without NaN: the NaN probe fires (inf·0 is NaN) and the scan must fall through
+  const double inf = std::numeric_limits<double>::infinity();
+  check_rows(kFloat32, 1, len, {{77, -inf}, {150000, inf}, {299999, inf}});
+  check_rows(kFloat64, 1, len, {{5, -inf}});
   // NaN in the second thread's chunk beats a larger finite value in the first
   check_rows(kFloat32, 1, len, {{10, 1e9}, {200000, std::nan("")}, {250000, std::nan("")}});
 }
@@ -71,7 +75,7 @@ TEST_CASE("max and argmax over many rows take the blocked path per row", "[reduc
   ThreadsGuard two(2);
   check_rows(kFloat32, 37, 1000, {{5 * 1000 + 999, 1e3}, {7 * 1000 + 3, std::nan("")}, {9 * 1000 + 64, 1e3},
                                   {9 * 1000 + 640, 1e3}});
-  check_rows(kFloat64, 5, 63, {});
+  check_rows(kFloat64, 5, 63, {{2 * 63 + 1, -std::numeric_limits<double>::infinity()}, {3 * 63, 1e300}});
   check_rows(kFloat32, 3, 1, {});
 }
 

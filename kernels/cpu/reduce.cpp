@@ -8,7 +8,8 @@
 //  * outer reduction — the fastest dim is kept (sum over the batch of a [N, C] gradient):
 //    walk the input in memory order adding rows into an accumulator row, one row per thread,
 //    then add the threads' rows. No strided column walks.
-// Float sums accumulate in double; max/min propagate NaN.
+// Float sums accumulate blocks of 1024 in float lanes and the block sums in double; max/min
+// propagate NaN.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -40,28 +41,41 @@ struct Reducer {
   static Acc run(const char* p, int64_t n, int64_t s, Acc acc) {
     if (s == sizeof(T)) {
       const T* x = reinterpret_cast<const T*>(p);
-      if constexpr (Op == ReduceOp::Sum) {
+      if constexpr (Op == ReduceOp::Sum && std::is_same_v<T, float>) {
+        // blocks of 1024 summed in float SIMD lanes (64 values per lane), block sums in double
+        for (int64_t b = 0; b < n; b += 1024) {
+          const int64_t e = std::min(n, b + 1024);
+          float block = 0;
+#pragma omp simd reduction(+ : block)
+          for (int64_t i = b; i < e; ++i) block += x[i];
+          acc += double(block);
+        }
+        return acc;
+      } else if constexpr (Op == ReduceOp::Sum) {
         Acc sum = 0;
 #pragma omp simd reduction(+ : sum)
         for (int64_t i = 0; i < n; ++i) sum += Acc(x[i]);
         return acc + sum;
       } else {
-        T m = identity();
-        bool nan = false;
+        // NaN detection that vectorizes (a bool OR-reduction does not): Σ x·0 is 0 unless some
+        // x is NaN or ±inf; only then look for a real NaN.
+        T m = identity(), probe = T(0);
         if constexpr (Op == ReduceOp::Max) {
-#pragma omp simd reduction(max : m) reduction(|| : nan)
+#pragma omp simd reduction(max : m) reduction(+ : probe)
           for (int64_t i = 0; i < n; ++i) {
             m = x[i] > m ? x[i] : m;
-            nan = nan || x[i] != x[i];
+            probe += x[i] * T(0);
           }
         } else {
-#pragma omp simd reduction(min : m) reduction(|| : nan)
+#pragma omp simd reduction(min : m) reduction(+ : probe)
           for (int64_t i = 0; i < n; ++i) {
             m = x[i] < m ? x[i] : m;
-            nan = nan || x[i] != x[i];
+            probe += x[i] * T(0);
           }
         }
-        if (nan) m = std::numeric_limits<T>::quiet_NaN();
+        if (probe != probe)
+          for (int64_t i = 0; i < n; ++i)
+            if (x[i] != x[i]) return x[i];
         return combine(acc, m);
       }
     }
@@ -179,7 +193,7 @@ void reduce_typed(const TensorView& out, const TensorView& in) {
 }
 
 // (max, first index of it) over a contiguous run; NaN beats everything, the first NaN wins.
-// Blocked single pass: a SIMD max per block of 64, a scalar compare per block, and only the
+// Blocked single pass: a SIMD max per block of 1024, a scalar compare per block, and only the
 // winning block is rescanned for the index — nearly one streaming read, not a branch per element.
 template <class T>
 struct MaxArg {
@@ -188,19 +202,18 @@ struct MaxArg {
 };
 template <class T>
 MaxArg<T> max_arg_contiguous(const T* x, int64_t begin, int64_t end) {
-  constexpr int64_t kBlock = 64;
+  constexpr int64_t kBlock = 1024;
   MaxArg<T> best{T(0), -1};
   int64_t best_block = -1;
   for (int64_t b = begin; b < end; b += kBlock) {
     const int64_t e = std::min(end, b + kBlock);
-    T m = x[b];
-    bool nan = false;
-#pragma omp simd reduction(max : m) reduction(|| : nan)
+    T m = x[b], probe = T(0);  // probe: Σ x·0, NaN iff some x is NaN or ±inf (vectorizes)
+#pragma omp simd reduction(max : m) reduction(+ : probe)
     for (int64_t i = b; i < e; ++i) {
       m = x[i] > m ? x[i] : m;
-      nan = nan || x[i] != x[i];
+      probe += x[i] * T(0);
     }
-    if (nan) {  // the first NaN wins outright
+    if (probe != probe) {  // the first NaN wins outright
       for (int64_t i = b; i < e; ++i)
         if (x[i] != x[i]) return {x[i], i};
     }
