@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# run.sh — tapegrad's benchmarks side by side with PyTorch / LibTorch, on this machine, now.
+#
+#   bench/run.sh overhead   per-op overhead: bench_overhead vs LibTorch C++ (shared/bench/op_overhead.cpp)
+#                           and PyTorch (shared/bench/torch_op_overhead.py)
+#   bench/run.sh large      matmul 2048² fwd+bwd vs cblas_sgemm; elementwise/reductions on 16M floats vs
+#                           memcpy; bench_large vs bench/torch_large_ops.py, at 1 and 2 threads
+#   bench/run.sh all        both (default)
+#
+# Steps: source scripts/blas_env.sh (OPENBLAS_CORETYPE for this CPU, the same for every program run
+# here); scripts/deps.sh --bench (installs only what is missing); scripts/build.sh (Release, build/);
+# the LibTorch peer is compiled once into build/bench-peers/. Prints one combined table per mode and
+# ends with exactly one line `RESULT {json}`. Without python3-torch / libtorch-dev it runs ours alone.
+#
+# Environment: BENCH_REPS (default 9: median of 9 after a warm-up), BENCH_THREADS (default 1,2),
+# BENCH_N (default 10000, overhead chain length), BENCH_PEERS=0 (ours alone), BENCH_PYTHON
+# (default /usr/bin/python3). OMP_WAIT_POLICY is passed through unchanged
+# (measured: it makes no difference here, see bench/README.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+mode=${1:-all}
+case "$mode" in overhead | large | all) ;; *)
+  echo "usage: bench/run.sh overhead|large|all" >&2
+  exit 2
+  ;;
+esac
+REPS=${BENCH_REPS:-9}
+THREADS=${BENCH_THREADS:-1,2}
+NCHAIN=${BENCH_N:-10000}
+PY=${BENCH_PYTHON:-/usr/bin/python3}  # Debian's python3, the one python3-torch installs into
+PEERS=${BENCH_PEERS:-1}              # 0: ours alone (as when the peers are not installed)
+
+# shellcheck source=../scripts/blas_env.sh
+source scripts/blas_env.sh
+export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-}"
+[[ -z "$OPENBLAS_CORETYPE" ]] && unset OPENBLAS_CORETYPE
+
+if ! scripts/deps.sh --bench; then
+  echo "run.sh: warning: scripts/deps.sh --bench failed; going on with what is installed" >&2
+fi
+
+log() { echo "run.sh: $*" >&2; }
+
+# ---- build ours (Release, build/) ----
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+log "building tapegrad (Release) into build/ ..."
+if ! scripts/build.sh >"$OUT/build.log" 2>&1; then
+  # The full build includes the tests; the benchmarks need only the library.
+  log "full build failed; building the bench targets alone"
+  if ! cmake --build build -j"$(nproc)" --target bench_overhead bench_large >>"$OUT/build.log" 2>&1; then
+    tail -40 "$OUT/build.log" >&2
+    log "error: could not build bench_overhead / bench_large"
+    exit 1
+  fi
+fi
+
+# ---- peers ----
+have_torch_py=0
+if ((PEERS)) && [[ -x $PY ]] && $PY -c "import torch" 2>/dev/null; then have_torch_py=1; fi
+have_libtorch=0
+PEER_DIR=build/bench-peers
+PEER_SRC=$ROOT/../shared/bench/op_overhead.cpp
+TORCH_OVERHEAD_PY=$ROOT/../shared/bench/torch_op_overhead.py
+if ((PEERS)) && [[ $mode != large ]] && [[ -f $PEER_SRC ]] &&
+  dpkg-query -W -f='${Status}' libtorch-dev 2>/dev/null | grep -q "install ok installed"; then
+  mkdir -p "$PEER_DIR"
+  if [[ ! -x $PEER_DIR/op_overhead || $PEER_SRC -nt $PEER_DIR/op_overhead ]]; then
+    log "compiling the LibTorch peer (once, ~30 s) ..."
+    # The build line from the header of shared/bench/op_overhead.cpp.
+    if ! g++ -O2 -std=c++17 "$PEER_SRC" -o "$PEER_DIR/op_overhead.tmp" \
+      -I/usr/include/torch/csrc/api/include -ltorch -ltorch_cpu -lc10; then
+      log "warning: the LibTorch peer did not compile; LibTorch column omitted"
+    else
+      mv "$PEER_DIR/op_overhead.tmp" "$PEER_DIR/op_overhead"
+    fi
+  fi
+  [[ -x $PEER_DIR/op_overhead ]] && have_libtorch=1
+fi
+
+# Programs that set their own thread count get no inherited OMP/OpenBLAS thread variables (an
+# inherited OPENBLAS_NUM_THREADS=1 would cap OpenBLAS below what the program asks for).
+own_threads() { env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS "$@"; }
+# Each program's own `RESULT` line goes to its file only, so the output has exactly one, the last.
+hide_result() { grep -v '^RESULT ' || true; }
+
+echo "== tapegrad benchmarks ($mode) | $(date -u '+%Y-%m-%d %H:%M UTC') | $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') | $(nproc) CPUs | load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-<unset>} reps=$REPS"
+echo "== (the machine is shared: with a load average above ~1 the figures are depressed; rerun when idle)"
+
+if [[ $mode == overhead || $mode == all ]]; then
+  echo
+  echo "---- per-op overhead: ours ----"
+  own_threads build/bench/bench_overhead "$NCHAIN" 64 "$REPS" | tee "$OUT/ours_overhead.txt" | hide_result
+  if ((have_libtorch)); then
+    echo "---- per-op overhead: LibTorch C++ (shared/bench/op_overhead.cpp) ----"
+    # It calls torch::set_num_threads(1) itself; OMP_NUM_THREADS=1 as its header says.
+    OMP_NUM_THREADS=1 "$PEER_DIR/op_overhead" "$NCHAIN" 64 "$REPS" | tee "$OUT/libtorch_overhead.txt" | hide_result || true
+  else
+    log "LibTorch (libtorch-dev) not available: no LibTorch column"
+  fi
+  if ((have_torch_py)) && [[ -f $TORCH_OVERHEAD_PY ]]; then
+    echo "---- per-op overhead: PyTorch (shared/bench/torch_op_overhead.py) ----"
+    $PY "$TORCH_OVERHEAD_PY" --n "$NCHAIN" --reps "$REPS" --threads 1 | tee "$OUT/pytorch_overhead.txt" | hide_result || true
+  else
+    log "PyTorch (python3-torch) not available: no PyTorch column"
+  fi
+fi
+
+if [[ $mode == large || $mode == all ]]; then
+  echo
+  echo "---- large ops: ours ----"
+  own_threads build/bench/bench_large --threads "$THREADS" --reps "$REPS" | tee "$OUT/ours_large.txt" | hide_result
+  if ((have_torch_py)); then
+    echo "---- large ops: PyTorch (bench/torch_large_ops.py) ----"
+    own_threads $PY bench/torch_large_ops.py --threads "$THREADS" --reps "$REPS" | tee "$OUT/torch_large.txt" | hide_result || true
+  else
+    log "PyTorch (python3-torch) not available: ours alone"
+  fi
+fi
+
+echo
+# Combine: tables with both sides and the ratios, then the one RESULT line.
+COMBINE_PY=$PY
+[[ -x $COMBINE_PY ]] || COMBINE_PY=$(command -v python3 || true)
+if [[ -n $COMBINE_PY ]]; then
+  "$COMBINE_PY" bench/combine.py "$mode" "$OUT"
+else
+  # No Python at all: print our own RESULT lines, merged by hand.
+  o=$(grep -h '^RESULT ' "$OUT"/ours_overhead.txt 2>/dev/null | sed 's/^RESULT //' || true)
+  l=$(grep -h '^RESULT ' "$OUT"/ours_large.txt 2>/dev/null | sed 's/^RESULT //' || true)
+  echo "(no python3: ours alone, no combined table)"
+  echo "RESULT {\"mode\":\"$mode\",\"overhead\":{\"tapegrad\":${o:-null}},\"large\":{\"tapegrad\":${l:-null}}}"
+fi
