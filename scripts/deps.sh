@@ -4,7 +4,8 @@
 # Usage: scripts/deps.sh [--bench]   (--bench adds the PyTorch peers the benchmarks compare against)
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libopenblas-openmp-dev catch2 libfmt-dev libboost-program-options-dev)
+packages=(build-essential cmake pkg-config libopenblas-openmp-dev catch2 libfmt-dev libboost-program-options-dev
+  libpcre2-dev nlohmann-json3-dev)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch python3-numpy libtorch-dev)
 fi
