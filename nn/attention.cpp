@@ -1,0 +1,70 @@
+// attention.cpp — SDPA as matmul + where + softmax + matmul; the attention module around it.
+#include "nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+namespace tapegrad::nn {
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
+  TG_CHECK(q.defined() && k.defined() && v.defined(), "scaled_dot_product_attention: undefined input");
+  TG_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2 && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2),
+           "scaled_dot_product_attention: need Q [..., Tq, D], K [..., Tk, D], V [..., Tk, Dv], got {}, {}, {}",
+           q.shape(), k.shape(), v.shape());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  Tensor scores = matmul(q, k.transpose(-1, -2)) * scale;  // [..., Tq, Tk] = Q Kᵀ / √D
+  if (mask.defined()) {
+    TG_CHECK(mask.dtype() == kBool, "scaled_dot_product_attention: mask must be bool (true = attend), got {}",
+             mask.dtype());
+    Tensor neg_inf = scalar_tensor(-std::numeric_limits<double>::infinity(), scores.dtype());
+    scores = where(mask, scores, neg_inf);  // −∞ where the key is hidden
+  }
+  return matmul(softmax(scores, -1), v);  // [..., Tq, Tk] @ [..., Tk, Dv] → [..., Tq, Dv]
+}
+
+Tensor causal_mask(int64_t t) {
+  Tensor i = arange(static_cast<double>(t));
+  return ge(i.unsqueeze(1), i.unsqueeze(0));  // [T, T]: query row ≥ key column
+}
+
+CausalSelfAttention::CausalSelfAttention(int64_t d, int64_t h, int64_t hkv, std::shared_ptr<RotaryEmbedding> r,
+                                         DType dtype, Generator* gen)
+    : d_model(d), n_heads(h), n_kv_heads(hkv > 0 ? hkv : h), rope(std::move(r)) {
+  TG_CHECK(d > 0 && h > 0, "CausalSelfAttention: d_model and n_heads must be positive, got {} and {}", d, h);
+  TG_CHECK(d % h == 0, "CausalSelfAttention: d_model {} is not divisible by n_heads {}", d, h);
+  TG_CHECK(n_heads % n_kv_heads == 0, "CausalSelfAttention: n_heads {} is not divisible by n_kv_heads {}", n_heads,
+           n_kv_heads);
+  head_dim = d / h;
+  TG_CHECK(!rope || rope->head_dim == head_dim, "CausalSelfAttention: RoPE head_dim {} != d_model / n_heads = {}",
+           rope ? rope->head_dim : 0, head_dim);
+  q_proj = register_module("q_proj", std::make_shared<Linear>(d, n_heads * head_dim, false, dtype, gen));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(d, n_kv_heads * head_dim, false, dtype, gen));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(d, n_kv_heads * head_dim, false, dtype, gen));
+  output_proj = register_module("output_proj", std::make_shared<Linear>(n_heads * head_dim, d, false, dtype, gen));
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& positions) const {
+  TG_CHECK(x.dim() == 3 && x.size(2) == d_model, "CausalSelfAttention: input must be [B, T, {}], got {}", d_model,
+           x.shape());
+  const int64_t B = x.size(0), T = x.size(1), H = n_heads, Hkv = n_kv_heads, G = H / Hkv, D = head_dim;
+  Tensor pos = positions.defined() ? positions : arange(static_cast<double>(T));
+  TG_CHECK(pos.dim() == 1 && pos.size(0) == T, "CausalSelfAttention: positions must be [T] = [{}], got {}", T,
+           pos.shape());
+  // [B, T, H·D] → [B, T, H, D] → [B, H, T, D]
+  Tensor q = q_proj->forward(x).view({B, T, H, D}).transpose(1, 2);
+  Tensor k = k_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);  // [B, Hkv, T, D]
+  Tensor v = v_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);
+  if (rope) {
+    q = rope->forward(q, pos);
+    k = rope->forward(k, pos);
+  }
+  // GQA: query head h = kv·G + g reads kv head kv = h / G.
+  q = q.reshape({B, Hkv, G, T, D});  // [B, Hkv, G, T, D]
+  k = k.unsqueeze(2);                // [B, Hkv, 1, T, D]
+  v = v.unsqueeze(2);
+  Tensor y = scaled_dot_product_attention(q, k, v, causal_mask(T));  // [B, Hkv, G, T, D]
+  y = y.reshape({B, H, T, D}).transpose(1, 2).reshape({B, T, H * D});  // heads back side by side
+  return output_proj->forward(y);                                      // [B, T, C]
+}
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,40 @@
+// attention.h — scaled dot-product attention (functional) and CausalSelfAttention (module).
+//
+// scaled_dot_product_attention(Q [..., Tq, D], K [..., Tk, D], V [..., Tk, Dv], mask [..., Tq, Tk] bool)
+//   = softmax(Q Kᵀ / √D, masked to −∞ where mask is false) V  → [..., Tq, Dv]
+// Leading dims broadcast (matmul rules); mask true = attend. A query row with no key to attend
+// to gives NaN, as in PyTorch.
+//
+// CausalSelfAttention: x [B, T, C] → q/k/v projections → heads (H query heads, Hkv kv heads,
+// D = C / H) → RoPE on q and k (when given a RotaryEmbedding) → causal SDPA → output_proj.
+// Grouped-query attention: query head h reads kv head h / (H / Hkv); done without copying K/V
+// by viewing q as [B, Hkv, G, T, D] against k, v [B, Hkv, 1, T, D].
+// Parameter names: q_proj, k_proj, v_proj, output_proj (CS336); Hugging Face: q/k/v/o_proj.
+#pragma once
+#include "nn/linear.h"
+#include "nn/rope.h"
+
+namespace tapegrad::nn {
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask = Tensor());
+
+// [T, T] bool, true where key position ≤ query position.
+Tensor causal_mask(int64_t t);
+
+class CausalSelfAttention : public Module {
+ public:
+  // n_kv_heads ≤ 0 means n_heads. rope may be null (no positional rotation); it is shared, not
+  // registered (its tables are non-persistent buffers), so several layers can use one table.
+  CausalSelfAttention(int64_t d_model, int64_t n_heads, int64_t n_kv_heads = 0,
+                      std::shared_ptr<RotaryEmbedding> rope = nullptr, DType dtype = kFloat32,
+                      Generator* gen = nullptr);
+  // x [B, T, C]; positions int [T] (default 0..T−1) → [B, T, C]
+  Tensor forward(const Tensor& x, const Tensor& positions = Tensor()) const;
+  Tensor operator()(const Tensor& x, const Tensor& positions = Tensor()) const { return forward(x, positions); }
+
+  int64_t d_model, n_heads, n_kv_heads, head_dim;
+  std::shared_ptr<RotaryEmbedding> rope;
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, output_proj;  // [H·D, C], [Hkv·D, C] ×2, [C, H·D]
+};
+
+}  // namespace tapegrad::nn

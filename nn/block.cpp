@@ -1,0 +1,20 @@
+// block.cpp — the pre-norm residual block.
+#include "nn/block.h"
+
+namespace tapegrad::nn {
+
+TransformerBlock::TransformerBlock(int64_t d_model, int64_t n_heads, int64_t n_kv_heads, int64_t d_ff,
+                                   std::shared_ptr<RotaryEmbedding> rope, double eps, DType dtype, Generator* gen) {
+  ln1 = register_module("ln1", std::make_shared<RMSNorm>(d_model, eps, dtype));
+  attn = register_module("attn",
+                         std::make_shared<CausalSelfAttention>(d_model, n_heads, n_kv_heads, std::move(rope), dtype, gen));
+  ln2 = register_module("ln2", std::make_shared<RMSNorm>(d_model, eps, dtype));
+  ffn = register_module("ffn", std::make_shared<SwiGLU>(d_model, d_ff, dtype, gen));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x, const Tensor& positions) const {
+  Tensor h = x + attn->forward(ln1->forward(x), positions);  // [B, T, C]
+  return h + ffn->forward(ln2->forward(h));
+}
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,20 @@
+// rmsnorm.cpp — RMSNorm as a composition: mean, rsqrt, mul.
+#include "nn/rmsnorm.h"
+
+namespace tapegrad::nn {
+
+RMSNorm::RMSNorm(int64_t d, double e, DType dtype) : d_model(d), eps(e) {
+  TG_CHECK(d > 0, "RMSNorm: d_model must be positive, got {}", d);
+  weight = register_parameter("weight", ones({d}, dtype));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) const {
+  TG_CHECK(x.dim() >= 1 && x.size(-1) == d_model, "RMSNorm: input {} must end in d_model = {}", x.shape(), d_model);
+  TG_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64, "RMSNorm: input must be float32 or float64, got {}",
+           x.dtype());
+  Tensor ms = mean(x * x, {-1}, /*keepdim=*/true);  // [..., 1] = mean over C of x²
+  Tensor w = weight.dtype() == x.dtype() ? weight : weight.to(x.dtype());
+  return x * rsqrt(ms + eps) * w;                   // [..., C]
+}
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,21 @@
+// rmsnorm.h — RMSNorm over the last dim: y = x / sqrt(mean(x²) + eps) · g, g [C] starts at ones.
+// Computed in float32 or wider whatever the input dtype (tapegrad has only float32/float64
+// floating dtypes today, so the input's dtype is already wide enough; the result has it too).
+#pragma once
+#include "nn/module.h"
+
+namespace tapegrad::nn {
+
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t d_model, double eps = 1e-5, DType dtype = kFloat32);
+  // x [..., C] → [..., C]
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+
+  int64_t d_model;
+  double eps;
+  Tensor weight;  // g [C]
+};
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,27 @@
+// rope.h — RotaryEmbedding (RoPE), CS336 / GPT-NeoX-interleaved convention: the interleaved pairs
+// (x[2k], x[2k+1]) of each head vector are rotated by the angle pos · theta^(−2k/D), k < D/2:
+//   y[2k]   = x[2k] cos − x[2k+1] sin
+//   y[2k+1] = x[2k] sin + x[2k+1] cos
+// cos/sin tables [max_seq_len, D/2] are built once (in float64, then cast) as non-persistent
+// buffers. Positions are explicit; one ≥ max_seq_len (or < 0) is a tapegrad::Error.
+// (Hugging Face Llama uses "rotate half" instead, with q/k projection rows permuted to match.)
+#pragma once
+#include "nn/module.h"
+
+namespace tapegrad::nn {
+
+class RotaryEmbedding : public Module {
+ public:
+  RotaryEmbedding(double theta, int64_t head_dim, int64_t max_seq_len, DType dtype = kFloat32);
+  // x [..., T, D]; positions int [T] or any shape broadcastable to x's [..., T] → [..., T, D]
+  Tensor forward(const Tensor& x, const Tensor& positions) const;
+  // positions 0..T−1
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x, const Tensor& positions) const { return forward(x, positions); }
+
+  double theta;
+  int64_t head_dim, max_seq_len;
+  Tensor cos_table, sin_table;  // [max_seq_len, D/2]
+};
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,22 @@
+// swiglu.cpp — SwiGLU as three Linears and silu.
+#include "nn/swiglu.h"
+
+namespace tapegrad::nn {
+
+int64_t SwiGLU::default_d_ff(int64_t d) {
+  const int64_t raw = (8 * d + 2) / 3;  // ⌈8d/3⌉
+  return (raw + 63) / 64 * 64;
+}
+
+SwiGLU::SwiGLU(int64_t d, int64_t f, DType dtype, Generator* gen) : d_model(d), d_ff(f > 0 ? f : default_d_ff(d)) {
+  w1 = register_module("w1", std::make_shared<Linear>(d_model, d_ff, false, dtype, gen));
+  w2 = register_module("w2", std::make_shared<Linear>(d_ff, d_model, false, dtype, gen));
+  w3 = register_module("w3", std::make_shared<Linear>(d_model, d_ff, false, dtype, gen));
+}
+
+Tensor SwiGLU::forward(const Tensor& x) const {
+  Tensor h = silu(w1->forward(x)) * w3->forward(x);  // [..., F]
+  return w2->forward(h);                              // [..., C]
+}
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,54 @@
+// transformer_lm.cpp — config validation, construction and the forward pass of TransformerLM.
+#include "nn/transformer_lm.h"
+
+namespace tapegrad::nn {
+
+namespace {
+const TransformerLMConfig& validated(const TransformerLMConfig& c) {
+  TG_CHECK(c.vocab_size > 0 && c.context_length > 0 && c.d_model > 0 && c.n_layers >= 0 && c.n_heads > 0,
+           "TransformerLM: vocab_size {}, context_length {}, d_model {}, n_heads {} must be positive (n_layers {} ≥ 0)",
+           c.vocab_size, c.context_length, c.d_model, c.n_heads, c.n_layers);
+  TG_CHECK(c.d_model % c.n_heads == 0, "TransformerLM: d_model {} is not divisible by n_heads {}", c.d_model,
+           c.n_heads);
+  const int64_t kv = c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads;
+  TG_CHECK(c.n_heads % kv == 0, "TransformerLM: n_heads {} is not divisible by n_kv_heads {}", c.n_heads, kv);
+  TG_CHECK((c.d_model / c.n_heads) % 2 == 0, "TransformerLM: the head dim d_model / n_heads = {} must be even (RoPE)",
+           c.d_model / c.n_heads);
+  return c;
+}
+}  // namespace
+
+TransformerLM::TransformerLM(const TransformerLMConfig& c, Generator* gen) : config(validated(c)) {
+  if (config.n_kv_heads <= 0) config.n_kv_heads = config.n_heads;
+  if (config.d_ff <= 0) config.d_ff = SwiGLU::default_d_ff(config.d_model);
+  const DType dt = config.dtype;
+  rope = std::make_shared<RotaryEmbedding>(config.rope_theta, config.d_model / config.n_heads, config.context_length,
+                                           dt);
+  token_embeddings = register_module("token_embeddings",
+                                     std::make_shared<Embedding>(config.vocab_size, config.d_model, dt, gen));
+  layers = register_module("layers", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < config.n_layers; ++i)
+    blocks.push_back(layers->push_back(std::make_shared<TransformerBlock>(
+        config.d_model, config.n_heads, config.n_kv_heads, config.d_ff, rope, config.eps, dt, gen)));
+  ln_final = register_module("ln_final", std::make_shared<RMSNorm>(config.d_model, config.eps, dt));
+  if (!config.tie_embeddings)
+    lm_head = register_module("lm_head", std::make_shared<Linear>(config.d_model, config.vocab_size, false, dt, gen));
+}
+
+Tensor TransformerLM::forward(const Tensor& ids, std::vector<Tensor>* hidden) const {
+  TG_CHECK(ids.defined() && ids.dim() == 2, "TransformerLM: token ids must be [B, T]");
+  const int64_t T = ids.size(1);
+  TG_CHECK(T >= 1 && T <= config.context_length, "TransformerLM: sequence length {} is outside [1, context_length = {}]",
+           T, config.context_length);
+  Tensor x = token_embeddings->forward(ids);  // [B, T, C]
+  Tensor positions = arange(static_cast<double>(T));
+  for (const auto& block : blocks) {
+    x = block->forward(x, positions);  // [B, T, C]
+    if (hidden) hidden->push_back(x);
+  }
+  x = ln_final->forward(x);
+  if (lm_head) return lm_head->forward(x);                 // [B, T, C] @ [C, V] → [B, T, V]
+  return matmul(x, token_embeddings->weight.t());          // tied: W_E [V, C]
+}
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,59 @@
+// transformer_lm.h — TransformerLM: a decoder-only Llama-style language model (CS336 assignment 1).
+//   ids [B, T] → token_embeddings → layers.{i} (TransformerBlock, pre-norm, RoPE, causal, GQA,
+//   SwiGLU) → ln_final (RMSNorm) → lm_head → logits [B, T, V]
+//
+// Parameter names (CS336) and their Hugging Face Llama equivalents:
+//   token_embeddings.weight            [V, C]     model.embed_tokens.weight
+//   layers.{i}.ln1.weight              [C]        model.layers.{i}.input_layernorm.weight
+//   layers.{i}.attn.q_proj.weight      [H·D, C]   model.layers.{i}.self_attn.q_proj.weight   (*)
+//   layers.{i}.attn.k_proj.weight      [Hkv·D, C] model.layers.{i}.self_attn.k_proj.weight   (*)
+//   layers.{i}.attn.v_proj.weight      [Hkv·D, C] model.layers.{i}.self_attn.v_proj.weight
+//   layers.{i}.attn.output_proj.weight [C, H·D]   model.layers.{i}.self_attn.o_proj.weight
+//   layers.{i}.ln2.weight              [C]        model.layers.{i}.post_attention_layernorm.weight
+//   layers.{i}.ffn.w1.weight           [F, C]     model.layers.{i}.mlp.gate_proj.weight
+//   layers.{i}.ffn.w3.weight           [F, C]     model.layers.{i}.mlp.up_proj.weight
+//   layers.{i}.ffn.w2.weight           [C, F]     model.layers.{i}.mlp.down_proj.weight
+//   ln_final.weight                    [C]        model.norm.weight
+//   lm_head.weight                     [V, C]     lm_head.weight (absent when tie_embeddings:
+//                                                 the logits then use token_embeddings.weight)
+// (*) Hugging Face applies RoPE "rotate half" (pairs (j, j + D/2)) while we rotate interleaved
+// pairs (2k, 2k+1); HF checkpoints converted from Meta's have their q/k rows permuted per head
+// accordingly, so importing them needs the inverse permutation (not done here).
+#pragma once
+#include "nn/block.h"
+#include "nn/embedding.h"
+
+namespace tapegrad::nn {
+
+struct TransformerLMConfig {
+  int64_t vocab_size = 0;
+  int64_t context_length = 0;  // the longest sequence (the RoPE table length)
+  int64_t d_model = 0;
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // ≤ 0: n_heads (plain multi-head attention)
+  int64_t d_ff = 0;        // ≤ 0: 8/3·d_model rounded up to a multiple of 64
+  double rope_theta = 10000.0;
+  bool tie_embeddings = false;
+  double eps = 1e-5;       // RMSNorm
+  DType dtype = kFloat32;
+};
+
+class TransformerLM : public Module {
+ public:
+  explicit TransformerLM(const TransformerLMConfig& config, Generator* gen = nullptr);
+  // ids [B, T] int64/int32 (T ≤ context_length, ids in [0, V)) → logits [B, T, V].
+  // When `hidden` is given, the residual stream after each block ([B, T, C]) is appended to it.
+  Tensor forward(const Tensor& ids, std::vector<Tensor>* hidden = nullptr) const;
+  Tensor operator()(const Tensor& ids) const { return forward(ids); }
+
+  TransformerLMConfig config;
+  std::shared_ptr<Embedding> token_embeddings;
+  std::shared_ptr<ModuleList> layers;  // registered as "layers": names layers.{i}.…
+  std::vector<std::shared_ptr<TransformerBlock>> blocks;  // the same blocks, typed
+  std::shared_ptr<RMSNorm> ln_final;
+  std::shared_ptr<Linear> lm_head;     // null when tie_embeddings
+  std::shared_ptr<RotaryEmbedding> rope;  // shared by every layer; not registered (no saved state)
+};
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,78 @@
+// adamw.cpp — AdamW::step, in torch.optim.AdamW's order (formulas in adamw.h, repeated below).
+#include "optim/adamw.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "kernels/error.h"
+
+namespace tapegrad::optim {
+
+namespace {
+std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
+  std::vector<ParamGroup> groups;
+  groups.emplace_back(std::move(params));
+  return groups;
+}
+}  // namespace
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : AdamW(one_group(std::move(params)), options) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
+    : Optimizer("AdamW", std::move(groups), options.lr_, options.weight_decay_), options_(options) {
+  check_beta("AdamW", "beta1", options.beta1_);
+  check_beta("AdamW", "beta2", options.beta2_);
+  check_nonnegative("AdamW", "eps", options.eps_);
+}
+
+void AdamW::step() {
+  NoGradGuard no_grad;  // in-place updates of tensors that require grad
+  const double b1 = options_.beta1_, b2 = options_.beta2_, eps = options_.eps_;
+  for_each_param_with_grad([&](size_t i, Tensor& p, const Tensor& g, const ParamGroup& group) {
+    const double lr = *group.lr, wd = *group.weight_decay;
+    auto& st = param_state(i);
+    if (st.empty()) {  // lazily created on the first update
+      st.emplace("step", scalar_tensor(0.0, kFloat64));
+      st.emplace("exp_avg", zeros(p.shape(), Options(p.dtype()).device(p.device())));
+      st.emplace("exp_avg_sq", zeros(p.shape(), Options(p.dtype()).device(p.device())));
+    }
+    Tensor& step_t = st.at("step");
+    Tensor& m = st.at("exp_avg");
+    Tensor& v = st.at("exp_avg_sq");
+
+    step_t.add_(1.0);  // t ← t + 1
+    const double t = step_t.item<double>();
+
+    if (lr * wd != 0.0) p.mul_(1.0 - lr * wd);  // θ ← θ·(1 − lr·λ)   (decay first, as torch)
+    m.mul_(b1).add_(g, 1.0 - b1);               // m ← β1·m + (1 − β1)·g
+    v.mul_(b2).add_(g * g, 1.0 - b2);           // v ← β2·v + (1 − β2)·g²
+
+    const double bias_correction1 = 1.0 - std::pow(b1, t);  // 1 − β1^t
+    const double bias_correction2 = 1.0 - std::pow(b2, t);  // 1 − β2^t
+    const double step_size = lr / bias_correction1;
+    Tensor denom = sqrt(v) / std::sqrt(bias_correction2) + eps;  // √v/√(1 − β2^t) + ε
+    p.add_(m / denom, -step_size);                               // θ ← θ − lr/(1 − β1^t) · m / denom
+  });
+}
+
+void AdamW::validate_state(size_t i, const Tensor& param, const std::map<std::string, Tensor>& state) const {
+  if (state.empty()) return;
+  for (const char* b : {"step", "exp_avg", "exp_avg_sq"})
+    TG_CHECK(state.contains(b), "AdamW: load_state: parameter {} has some state but no '{}'", i, b);
+  const Tensor& step_t = state.at("step");
+  TG_CHECK(step_t.numel() == 1 && step_t.dim() == 0 && step_t.dtype() == kFloat64,
+           "AdamW: load_state: 'step' of parameter {} must be a 0-d float64 tensor, but is {} {}", i, step_t.shape(),
+           step_t.dtype());
+  const double t = step_t.item<double>();
+  TG_CHECK(t >= 1.0 && t == std::floor(t), "AdamW: load_state: 'step' of parameter {} must be an integer >= 1, but is {}",
+           i, t);
+  for (const char* b : {"exp_avg", "exp_avg_sq"}) {
+    const Tensor& s = state.at(b);
+    TG_CHECK(s.shape() == param.shape() && s.dtype() == param.dtype(),
+             "AdamW: load_state: '{}' of parameter {} is {} {} but the parameter is {} {}", b, i, s.shape(), s.dtype(),
+             param.shape(), param.dtype());
+  }
+}
+
+}  // namespace tapegrad::optim
