@@ -24,7 +24,11 @@ class Pool {
         std::free(head);
         head = next;
       }
+    destroyed = true;
   }
+  // A thread's pool is destroyed before the program's statics at exit; objects freed after that
+  // (a static Tensor) go straight to free() instead of into the dead pool.
+  static inline thread_local bool destroyed = false;
   void* take(size_t cls) {
     FreeBlock* b = heads_[cls];
     if (!b) return nullptr;
@@ -58,7 +62,8 @@ void* pool_allocate(size_t bytes) {
     return p;
   }
   const size_t cls = (bytes - 1) / kGranule;
-  if (void* p = pool().take(cls)) return p;
+  if (!Pool::destroyed)
+    if (void* p = pool().take(cls)) return p;
   void* p = std::malloc((cls + 1) * kGranule);
   if (!p) throw std::bad_alloc();
   return p;
@@ -66,7 +71,7 @@ void* pool_allocate(size_t bytes) {
 
 void pool_deallocate(void* p, size_t bytes) {
   if (!p) return;
-  if (bytes == 0 || bytes > kMaxPooled || !pool().give(p, (bytes - 1) / kGranule)) std::free(p);
+  if (bytes == 0 || bytes > kMaxPooled || Pool::destroyed || !pool().give(p, (bytes - 1) / kGranule)) std::free(p);
 }
 
 }  // namespace tapegrad::detail

@@ -34,7 +34,13 @@ class BlockCache {
     const char* env = std::getenv("TAPEGRAD_CPU_CACHE_MB");
     limit_ = (env ? std::strtoull(env, nullptr, 10) : 4096ull) << 20;
   }
-  ~BlockCache() { release_all(); }
+  ~BlockCache() {
+    release_all();
+    destroyed = true;
+  }
+  // Set once the cache is gone (static destruction at exit): blocks freed later (a static Tensor
+  // destroyed after it) go straight back to the system.
+  static inline bool destroyed = false;
   void* take(size_t size) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = free_.find(size);
@@ -82,7 +88,11 @@ class SmallCache {
   ~SmallCache() {
     for (auto& list : free_)
       for (void* p : list) std::free(p);
+    destroyed = true;
   }
+  // A thread's cache is destroyed before the program's statics at exit: a static Tensor freed
+  // after that must not touch it (it would be a use after free), so its block goes to free().
+  static inline thread_local bool destroyed = false;
   static size_t class_of(size_t n) { return n == 0 ? 0 : (n - 1) / kSmallClass; }
   void* take(size_t cls) {
     auto& list = free_[cls];
@@ -116,7 +126,8 @@ size_t round_large(size_t n) { return (n + kLargeRound - 1) / kLargeRound * kLar
 void* CpuBackend::allocate(size_t nbytes) {
   if (nbytes <= kSmall) {
     const size_t cls = SmallCache::class_of(nbytes);
-    if (void* p = small_cache().take(cls)) return p;
+    if (!SmallCache::destroyed)
+      if (void* p = small_cache().take(cls)) return p;
     void* p = std::malloc((cls + 1) * kSmallClass);
     if (!p) throw std::bad_alloc();
     return p;
@@ -128,7 +139,8 @@ void* CpuBackend::allocate(size_t nbytes) {
     return p;
   }
   const size_t size = round_large(nbytes);
-  if (void* p = cache().take(size)) return p;
+  if (!BlockCache::destroyed)
+    if (void* p = cache().take(size)) return p;
   void* p = std::aligned_alloc(kHugeAlign, (size + kHugeAlign - 1) / kHugeAlign * kHugeAlign);
   if (!p) throw std::bad_alloc();
   madvise(p, size, MADV_HUGEPAGE);
@@ -137,8 +149,8 @@ void* CpuBackend::allocate(size_t nbytes) {
 
 void CpuBackend::deallocate(void* p, size_t nbytes) {
   if (!p) return;
-  if (nbytes <= kSmall && small_cache().give(p, SmallCache::class_of(nbytes))) return;
-  if (nbytes >= kLarge && cache().give(p, round_large(nbytes))) return;
+  if (nbytes <= kSmall && !SmallCache::destroyed && small_cache().give(p, SmallCache::class_of(nbytes))) return;
+  if (nbytes >= kLarge && !BlockCache::destroyed && cache().give(p, round_large(nbytes))) return;
   std::free(p);
 }
 
@@ -149,8 +161,10 @@ void CpuBackend::copy_to_host(void* dst, const void* src, size_t nbytes) {
   if (nbytes) std::memcpy(dst, src, nbytes);
 }
 
-size_t cpu_cached_bytes() { return cache().cached(); }
-void cpu_empty_cache() { cache().release_all(); }
+size_t cpu_cached_bytes() { return BlockCache::destroyed ? 0 : cache().cached(); }
+void cpu_empty_cache() {
+  if (!BlockCache::destroyed) cache().release_all();
+}
 
 CpuBackend& cpu_backend() {
   static CpuBackend b;
