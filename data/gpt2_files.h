@@ -1,0 +1,27 @@
+// gpt2_files.h — GPT-2 style vocab.json ({"token in byte-unicode": id}) and merges.txt (one
+// "left right" pair per line in byte-unicode, an optional leading "#version" line).
+#pragma once
+#include <string>
+
+#include "data/bpe_model.h"
+
+namespace tapegrad::data {
+
+// Reads vocab.json + merges.txt. Ids in vocab.json must be 0..N-1, each used once. Every merge
+// must name two tokens of the vocabulary whose concatenation is also in it. `special_tokens` are
+// the tokens encode() will treat as special (each must be in the vocabulary).
+// Throws tapegrad::Error naming the file and the line/key at fault.
+BpeModel load_gpt2_files(const std::string& vocab_json_path, const std::string& merges_txt_path,
+                         const std::vector<std::string>& special_tokens = {});
+
+// Reads a Hugging Face tokenizers `tokenizer.json` with a byte-level BPE model: model.vocab,
+// model.merges (either "left right" strings or ["left", "right"] pairs) and added_tokens (raw text;
+// those marked "special" become the special tokens). Only the model is read: the pre_tokenizer,
+// normalizer and post_processor are assumed to be GPT-2's byte-level ones and are not checked.
+BpeModel load_hf_tokenizer_json(const std::string& path);
+
+// Writes the model in the same format (merges.txt gets a "#version: 0.2" line). Throws when two
+// ids share one byte string (vocab.json cannot say that).
+void save_gpt2_files(const BpeModel& model, const std::string& vocab_json_path, const std::string& merges_txt_path);
+
+}  // namespace tapegrad::data
