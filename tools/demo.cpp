@@ -1,11 +1,11 @@
 // demo.cpp — an MLP  y = W₂ tanh(W₁ x + b₁) + b₂  fit to y = sin(3x) + noise on 64 points,
-// by gradient descent straight on the tape (p ← p − lr·∂L/∂p). The optimizers of optim/ replace
-// the update when they land.
+// by plain gradient descent (optim::SGD without momentum: p ← p − lr·∂L/∂p) on the tape.
 #include "tools/demo.h"
 
 #include <cmath>
 
 #include "autograd/tapegrad.h"
+#include "optim/sgd.h"
 
 namespace tapegrad::demo {
 
@@ -37,6 +37,7 @@ Result train_mlp(const Config& cfg, const std::function<void(int, double)>& log)
         zeros({1}, Options().requires_grad())};
   m.w1.set_name("W1"), m.b1.set_name("b1"), m.w2.set_name("W2"), m.b2.set_name("b2");
 
+  optim::SGD sgd(m.params(), optim::SGDOptions(cfg.lr));
   Result r;
   for (int step = 0; step <= cfg.steps; ++step) {
     Tensor loss = mse(m.forward(x), y);
@@ -45,14 +46,9 @@ Result train_mlp(const Config& cfg, const std::function<void(int, double)>& log)
       r.tape = tape_string(loss);
       r.dot = to_dot(loss);
     }
+    sgd.zero_grad();
     loss.backward();
-    {
-      NoGradGuard no_grad;
-      for (Tensor p : m.params()) {
-        p.add_(p.grad(), -cfg.lr);
-        p.zero_grad();
-      }
-    }
+    sgd.step();
     r.final_loss = loss.item();
     if (step % 50 == 0 || step == cfg.steps) log(step, r.final_loss);
   }
