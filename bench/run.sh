@@ -6,6 +6,10 @@
 #   bench/run.sh large      matmul 2048² fwd+bwd vs cblas_sgemm; elementwise/reductions on 16M floats vs
 #                           memcpy; bench_large vs bench/torch_large_ops.py, at 1 and 2 threads
 #   bench/run.sh all        both (default)
+#   bench/run.sh bpe        BPE training/encoding (bench_bpe, one process per configuration so peak RSS is
+#                           per measurement), at 1 and 2 threads; ours alone (no peer). Env: BENCH_BPE_BIG
+#                           (the ~200 MB training file, generated once under /tmp when missing), BENCH_SHARED
+#                           (default ../shared). Never run by `all`.
 #
 # Steps: source scripts/blas_env.sh (OPENBLAS_CORETYPE for this CPU, the same for every program run
 # here); scripts/deps.sh --bench (installs only what is missing); scripts/build.sh (Release, build/);
@@ -20,8 +24,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 mode=${1:-all}
-case "$mode" in overhead | large | all) ;; *)
-  echo "usage: bench/run.sh overhead|large|all" >&2
+case "$mode" in overhead | large | all | bpe) ;; *)
+  echo "usage: bench/run.sh overhead|large|all|bpe" >&2
   exit 2
   ;;
 esac
@@ -49,7 +53,7 @@ log "building tapegrad (Release) into build/ ..."
 if ! scripts/build.sh >"$OUT/build.log" 2>&1; then
   # The full build includes the tests; the benchmarks need only the library.
   log "full build failed; building the bench targets alone"
-  if ! cmake --build build -j"$(nproc)" --target bench_overhead bench_large >>"$OUT/build.log" 2>&1; then
+  if ! cmake --build build -j"$(nproc)" --target bench_overhead bench_large bench_bpe >>"$OUT/build.log" 2>&1; then
     tail -40 "$OUT/build.log" >&2
     log "error: could not build bench_overhead / bench_large"
     exit 1
@@ -63,7 +67,7 @@ have_libtorch=0
 PEER_DIR=build/bench-peers
 PEER_SRC=$ROOT/../shared/bench/op_overhead.cpp
 TORCH_OVERHEAD_PY=$ROOT/../shared/bench/torch_op_overhead.py
-if ((PEERS)) && [[ $mode != large ]] && [[ -f $PEER_SRC ]] &&
+if ((PEERS)) && [[ $mode == overhead || $mode == all ]] && [[ -f $PEER_SRC ]] &&
   dpkg-query -W -f='${Status}' libtorch-dev 2>/dev/null | grep -q "install ok installed"; then
   mkdir -p "$PEER_DIR"
   if [[ ! -x $PEER_DIR/op_overhead || $PEER_SRC -nt $PEER_DIR/op_overhead ]]; then
@@ -118,6 +122,41 @@ if [[ $mode == large || $mode == all ]]; then
   else
     log "PyTorch (python3-torch) not available: ours alone"
   fi
+fi
+
+if [[ $mode == bpe ]]; then
+  SHARED=${BENCH_SHARED:-$ROOT/../shared}
+  FIX=$SHARED/data/cs336/tests/fixtures
+  CORP=$SHARED/data/corpora
+  BIG=${BENCH_BPE_BIG:-/tmp/tapegrad-bpe-bench/corpora_x200MB.txt}
+  BPE=build/bench/bench_bpe
+  [[ -x $BPE ]] || { log "error: $BPE was not built (needs tapegrad_data)"; exit 1; }
+  if [[ ! -s $BIG ]]; then
+    # ~200 MB: the corpora of shared/data/corpora concatenated until >= 200e6 bytes (outside the repo).
+    log "generating $BIG ..."
+    mkdir -p "$(dirname "$BIG")"
+    : >"$BIG.tmp"
+    while (($(stat -c%s "$BIG.tmp") < 200000000)); do cat "$CORP"/*.txt >>"$BIG.tmp"; done
+    mv "$BIG.tmp" "$BIG"
+  fi
+  echo
+  echo "---- BPE: train_bpe / train_bpe_file / GPT-2 encode (each row its own process) ----"
+  echo "| measurement | threads | wall time | pretok MB/s (encode: MB/s) | merges/s | peak RSS MB | target |"
+  echo "|---|---|---|---|---|---|---|"
+  IFS=, read -ra TLIST <<<"$THREADS"
+  bpe_row() { own_threads "$BPE" "$@" | tee -a "$OUT/bpe.txt" | grep -v '^JSON ' || true; }
+  for t in "${TLIST[@]}"; do bpe_row small "$FIX/corpus.en" 500 "$t" 5 0.1; done
+  for t in "${TLIST[@]}"; do bpe_row train "$CORP/tinystories_train_head2MiB.txt" 10000 "$t"; done
+  for t in "${TLIST[@]}"; do bpe_row train "$BIG" 10000 "$t" 15; done
+  for t in "${TLIST[@]}"; do
+    bpe_row encode "$FIX/gpt2_vocab.json" "$FIX/gpt2_merges.txt" "$CORP/tinystories_train_head2MiB.txt" "$t" 20
+  done
+  echo "(train 200 MB: the 15 s target is for 2 threads; trainer = train_bpe_file, which reads the whole file)"
+  rows=$(grep '^JSON ' "$OUT/bpe.txt" | sed 's/^JSON //' | paste -sd, -)
+  cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//; s/"/\\"/g')
+  echo
+  echo "RESULT {\"mode\":\"bpe\",\"date\":\"$(date -u '+%Y-%m-%dT%H:%M:%SZ')\",\"cpu\":\"$cpu\",\"nproc\":$(nproc),\"threads\":[${THREADS}],\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"big_file\":\"$BIG\",\"measurements\":[$rows]}"
+  exit 0
 fi
 
 echo
