@@ -9,15 +9,7 @@
 
 namespace tapegrad::optim {
 
-namespace {
-std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
-  std::vector<ParamGroup> groups;
-  groups.emplace_back(std::move(params));
-  return groups;
-}
-}  // namespace
-
-AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : AdamW(one_group(std::move(params)), options) {}
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : AdamW(single_group(std::move(params)), options) {}
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
     : Optimizer("AdamW", std::move(groups), options.lr_, options.weight_decay_), options_(options) {

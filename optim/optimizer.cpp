@@ -14,6 +14,12 @@ void check_lr(const std::string& who, double lr) {
   TG_CHECK(std::isfinite(lr) && lr >= 0.0, "{}: learning rate must be finite and >= 0, but is {}", who, lr);
 }
 
+std::vector<ParamGroup> single_group(std::vector<Tensor> params) {
+  std::vector<ParamGroup> groups;
+  groups.emplace_back(std::move(params));
+  return groups;
+}
+
 void check_nonnegative(const std::string& who, const char* what, double value) {
   TG_CHECK(std::isfinite(value) && value >= 0.0, "{}: {} must be finite and >= 0, but is {}", who, what, value);
 }

@@ -115,5 +115,7 @@ class Optimizer {
 void check_lr(const std::string& who, double lr);
 void check_nonnegative(const std::string& who, const char* what, double value);
 void check_beta(const std::string& who, const char* what, double beta);  // in [0, 1)
+// A plain parameter list as one group (the optimizers' list constructors).
+std::vector<ParamGroup> single_group(std::vector<Tensor> params);
 
 }  // namespace tapegrad::optim

@@ -7,15 +7,7 @@
 
 namespace tapegrad::optim {
 
-namespace {
-std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
-  std::vector<ParamGroup> groups;
-  groups.emplace_back(std::move(params));
-  return groups;
-}
-}  // namespace
-
-SGD::SGD(std::vector<Tensor> params, SGDOptions options) : SGD(one_group(std::move(params)), options) {}
+SGD::SGD(std::vector<Tensor> params, SGDOptions options) : SGD(single_group(std::move(params)), options) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
     : Optimizer("SGD", std::move(groups), options.lr_, options.weight_decay_), options_(options) {
