@@ -111,20 +111,6 @@ bool contains_pair(const std::vector<uint32_t>& s, uint32_t a, uint32_t b) {
   return false;
 }
 
-// Replaces each non-overlapping (a, b), left to right, with `merged`.
-void merge_in_place(std::vector<uint32_t>& s, uint32_t a, uint32_t b, uint32_t merged) {
-  size_t out = 0;
-  for (size_t i = 0; i < s.size();) {
-    if (i + 1 < s.size() && s[i] == a && s[i + 1] == b) {
-      s[out++] = merged;
-      i += 2;
-    } else {
-      s[out++] = s[i++];
-    }
-  }
-  s.resize(out);
-}
-
 }  // namespace
 
 BpeModel train_bpe(std::string_view text, const BpeTrainOptions& options) {
@@ -177,7 +163,7 @@ BpeModel train_bpe(std::string_view text, const BpeTrainOptions& options) {
       if (!contains_pair(w.symbols, a, b)) continue;  // stale or repeated index
       for (size_t i = 0; i + 1 < w.symbols.size(); ++i)
         stats.add(pair_key(w.symbols[i], w.symbols[i + 1]), -w.count, wi, false);
-      merge_in_place(w.symbols, a, b, merged);
+      merge_pair_in_place(w.symbols, a, b, merged);
       // only pairs with the new symbol are new to this word; the word is already listed under the others
       for (size_t i = 0; i + 1 < w.symbols.size(); ++i)
         stats.add(pair_key(w.symbols[i], w.symbols[i + 1]), w.count, wi,

@@ -57,16 +57,7 @@ void Tokenizer::encode_pretoken(std::string_view pretoken, std::vector<uint32_t>
       }
     }
     if (best_rank == std::numeric_limits<uint32_t>::max()) break;
-    size_t w = 0;
-    for (size_t i = 0; i < ids.size();) {
-      if (i + 1 < ids.size() && ids[i] == best_left && ids[i + 1] == best_right) {
-        ids[w++] = best_merged;
-        i += 2;
-      } else {
-        ids[w++] = ids[i++];
-      }
-    }
-    ids.resize(w);
+    merge_pair_in_place(ids, best_left, best_right, best_merged);
   }
   out.insert(out.end(), ids.begin(), ids.end());
   if (cache.size() >= cache_capacity_) cache.clear();

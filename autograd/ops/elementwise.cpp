@@ -121,13 +121,12 @@ Tensor unary(UnaryOp op, const Tensor& x, double param = 0.0) {
              if (op == UnaryOp::Neg) return void(dx[0] = unary_kernel(UnaryOp::Neg, g, 0.0));
              if (op == UnaryOp::AddScalar) return void(dx[0] = g);
              if (op == UnaryOp::MulScalar) return void(dx[0] = unary_kernel(UnaryOp::MulScalar, g, param));
+             // Only one of x, y was saved; the rule never reads the other, so it gets the saved one.
              const Tensor& xv = sx.get();
              const Tensor& yv = sy.get();
-             const Tensor& any = xv.defined() ? xv : yv;  // the kernel reads only what the rule needs
              Tensor gx = empty(g.shape(), Options(g.dtype()).device(g.device()));
-             backend_of(g).unary_backward(op, kview(gx), kview(g),
-                                          kview(xv.defined() ? xv : any, g.shape()),
-                                          kview(yv.defined() ? yv : any, g.shape()), param);
+             backend_of(g).unary_backward(op, kview(gx), kview(g), kview(xv.defined() ? xv : yv),
+                                          kview(yv.defined() ? yv : xv), param);
              dx[0] = gx;
            });
   }

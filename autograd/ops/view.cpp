@@ -70,6 +70,14 @@ Shape infer_shape(const Shape& shape, int64_t numel, const Shape& from, const ch
   return out;
 }
 
+// A view of x with the given geometry, recorded as "view" (backward: reshape back).
+Tensor recorded_view(const Tensor& x, const Shape& shape, const Shape& strides) {
+  Tensor y = make_view(x, shape, strides, x.offset());
+  if (needs_grad(x))
+    record("view", {&x}, y, [xs = x.shape()](const Tensor& g, GradInputs& dx) { dx[0] = g.reshape(xs); });
+  return y;
+}
+
 Tensor copy_op(const Tensor& x, const char* name) {
   Tensor y = empty(x.shape(), Options(x.dtype()).device(x.device()));
   backend_of(x).copy(kview(y), kview(x));
@@ -86,10 +94,7 @@ Tensor view(const Tensor& x, const Shape& shape) {
   TG_CHECK(view_strides(x.shape(), x.strides(), target, strides),
            "view: cannot view a tensor of shape {} with strides {} as {} without a copy; use reshape()", x.shape(),
            x.strides(), target);
-  Tensor y = make_view(x, target, strides, x.offset());
-  if (needs_grad(x))
-    record("view", {&x}, y, [xs = x.shape()](const Tensor& g, GradInputs& dx) { dx[0] = g.reshape(xs); });
-  return y;
+  return recorded_view(x, target, strides);
 }
 
 // Composition: a view when the layout allows, otherwise contiguous() then view.
@@ -98,8 +103,9 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   const Shape target = infer_shape(shape, x.numel(), x.shape(), "reshape");
   Shape strides;
   if (target == x.shape() && !needs_grad(x)) return x;
-  if (view_strides(x.shape(), x.strides(), target, strides)) return view(x, target);
-  return view(contiguous(x), target);
+  if (view_strides(x.shape(), x.strides(), target, strides)) return recorded_view(x, target, strides);
+  const Tensor c = contiguous(x);
+  return recorded_view(c, target, contiguous_strides(target));
 }
 
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
