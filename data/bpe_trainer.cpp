@@ -3,12 +3,13 @@
 // Each distinct pretoken is a "word" (its symbol ids and its count). We keep the count of every
 // adjacent pair, the words each pair occurs in, and a max-heap of (count, pair) entries with lazy
 // deletion: whenever a pair's count changes a new entry is pushed, and a popped entry whose count no
-// longer matches is dropped. A merge touches only the words that contain the merged pair.
+// longer matches is dropped. A merge touches only the words that contain the merged pair. Words are
+// sorted by their bytes first, so the result does not depend on how the counting was split.
 #include "data/bpe_trainer.h"
 
-#include <fstream>
+#include <algorithm>
+#include <filesystem>
 #include <queue>
-#include <sstream>
 #include <unordered_map>
 
 #include "data/pretoken_counts.h"
@@ -111,31 +112,31 @@ bool contains_pair(const std::vector<uint32_t>& s, uint32_t a, uint32_t b) {
   return false;
 }
 
-}  // namespace
-
-BpeModel train_bpe(std::string_view text, const BpeTrainOptions& options) {
+BpeModel base_model(const BpeTrainOptions& options) {
   const size_t base = options.special_tokens.size() + 256;
   TG_CHECK(options.vocab_size >= base,
            "train_bpe: vocab_size {} is smaller than {} special tokens + 256 byte tokens", options.vocab_size,
            options.special_tokens.size());
-  const size_t wanted_merges = options.vocab_size - base;
-
   BpeModel model;
   model.special_tokens = options.special_tokens;
   model.vocab = options.special_tokens;
   for (int b = 0; b < 256; ++b) model.vocab.emplace_back(1, char(b));
-  const uint32_t first_byte_id = uint32_t(options.special_tokens.size());
-  if (wanted_merges == 0) return model;
-  TG_CHECK(!text.empty(), "train_bpe: the training text is empty, so none of the {} requested merges is possible",
-           wanted_merges);
+  return model;
+}
 
-  const PretokenCounts pretokens = count_pretokens(text, options.special_tokens, options.num_threads);
+BpeModel train_on_counts(BpeModel model, const PretokenCounts& pretokens, const BpeTrainOptions& options) {
+  const size_t wanted_merges = options.vocab_size - model.vocab.size();
+  const uint32_t first_byte_id = uint32_t(options.special_tokens.size());
+  std::vector<const PretokenCounts::value_type*> sorted;
+  sorted.reserve(pretokens.size());
+  for (const auto& entry : pretokens) sorted.push_back(&entry);
+  std::sort(sorted.begin(), sorted.end(), [](auto* x, auto* y) { return x->first < y->first; });
   std::vector<Word> words;
-  words.reserve(pretokens.size());
-  for (const auto& [pretoken, count] : pretokens) {
-    Word w{{}, count};
-    w.symbols.reserve(pretoken.size());
-    for (unsigned char c : pretoken) w.symbols.push_back(first_byte_id + c);
+  words.reserve(sorted.size());
+  for (const auto* entry : sorted) {
+    Word w{{}, entry->second};
+    w.symbols.reserve(entry->first.size());
+    for (unsigned char c : entry->first) w.symbols.push_back(first_byte_id + c);
     words.push_back(std::move(w));
   }
 
@@ -174,13 +175,26 @@ BpeModel train_bpe(std::string_view text, const BpeTrainOptions& options) {
   return model;
 }
 
+}  // namespace
+
+BpeModel train_bpe(std::string_view text, const BpeTrainOptions& options) {
+  BpeModel model = base_model(options);
+  if (options.vocab_size == model.vocab.size()) return model;
+  TG_CHECK(!text.empty(), "train_bpe: the training text is empty, so none of the {} requested merges is possible",
+           options.vocab_size - model.vocab.size());
+  return train_on_counts(std::move(model), count_pretokens(text, options.special_tokens, options.num_threads), options);
+}
+
 BpeModel train_bpe_file(const std::string& path, const BpeTrainOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  TG_CHECK(in.good(), "train_bpe_file: cannot open {}", path);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  TG_CHECK(!in.bad(), "train_bpe_file: error reading {}", path);
-  return train_bpe(buffer.str(), options);
+  BpeModel model = base_model(options);
+  std::error_code error;
+  const auto bytes = std::filesystem::file_size(path, error);
+  const PretokenCounts counts =
+      count_pretokens_in_file(path, options.special_tokens, options.num_threads, options.file_block_bytes);
+  if (options.vocab_size == model.vocab.size()) return model;
+  TG_CHECK(error || bytes > 0, "train_bpe_file: {} is empty, so none of the {} requested merges is possible", path,
+           options.vocab_size - model.vocab.size());
+  return train_on_counts(std::move(model), counts, options);
 }
 
 }  // namespace tapegrad::data

@@ -1,10 +1,15 @@
-// pretoken_counts.cpp — split at special tokens, pretokenize each piece, count; chunks in parallel.
+// pretoken_counts.cpp — split at special tokens, pretokenize each piece, count; chunks of a text, or
+// blocks of a file, in parallel, one count table per thread, added up at the end.
 #include "data/pretoken_counts.h"
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
+#include <mutex>
 #include <thread>
 
+#include "data/cut_finder.h"
+#include "data/file_blocks.h"
 #include "data/pretokenizer.h"
 #include "data/special_splitter.h"
 
@@ -16,26 +21,35 @@ void count_chunk(std::string_view chunk, const SpecialSplitter& splitter, const 
   splitter.split(
       chunk,
       [&](std::string_view piece) {
-        pretokenizer.split(piece, [&](std::string_view pretoken) { ++counts[std::string(pretoken)]; });
+        pretokenizer.split(piece, [&](std::string_view pretoken) { ++counts[pretoken]; });
       },
       [](size_t) {});
 }
 
-// Chunk boundaries at the start of a special token (so no pretoken or special token is cut).
-std::vector<size_t> chunk_boundaries(std::string_view text, const std::vector<std::string>& special_tokens,
-                                     int num_chunks) {
-  std::vector<size_t> bounds{0};
-  if (num_chunks > 1 && !special_tokens.empty()) {
-    for (int c = 1; c < num_chunks; ++c) {
-      const size_t target = std::max(bounds.back(), text.size() * size_t(c) / size_t(num_chunks));
-      size_t best = std::string_view::npos;
-      for (const std::string& special : special_tokens) best = std::min(best, text.find(special, target));
-      if (best == std::string_view::npos) break;
-      if (best > bounds.back()) bounds.push_back(best);
-    }
-  }
-  bounds.push_back(text.size());
-  return bounds;
+// Runs work(t) for t = 0..n-1, t > 0 on threads of their own; rethrows the first error.
+template <class Work>
+void run_threads(size_t n, const Work& work) {
+  std::vector<std::exception_ptr> errors(n);
+  {
+    std::vector<std::jthread> workers;
+    auto guarded = [&](size_t t) {
+      try {
+        work(t);
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+    };
+    for (size_t t = 1; t < n; ++t) workers.emplace_back(guarded, t);
+    guarded(0);
+  }  // jthreads join here
+  for (const auto& error : errors)
+    if (error) std::rethrow_exception(error);
+}
+
+PretokenCounts add_up(std::vector<PretokenCounts>& partial) {
+  for (size_t t = 1; t < partial.size(); ++t)
+    for (const auto& [pretoken, count] : partial[t]) partial[0][pretoken] += count;
+  return std::move(partial[0]);
 }
 
 }  // namespace
@@ -44,27 +58,46 @@ PretokenCounts count_pretokens(std::string_view text, const std::vector<std::str
                                int num_threads) {
   const SpecialSplitter splitter(special_tokens);
   const Pretokenizer pretokenizer;
-  const std::vector<size_t> bounds = chunk_boundaries(text, special_tokens, std::max(1, num_threads));
-  const size_t num_chunks = bounds.size() - 1;
-  std::vector<PretokenCounts> partial(num_chunks);
-  std::vector<std::exception_ptr> errors(num_chunks);
-  auto run_chunk = [&](size_t c) {
+  const CutFinder cuts(special_tokens);
+  std::vector<size_t> bounds{0};
+  const auto chunks = size_t(std::max(1, num_threads));
+  for (size_t c = 1; c < chunks; ++c) {
+    const size_t cut = cuts.next_cut(text, std::max(bounds.back() + 1, text.size() * c / chunks));
+    if (cut == std::string_view::npos) break;
+    bounds.push_back(cut);
+  }
+  bounds.push_back(text.size());
+  std::vector<PretokenCounts> partial(bounds.size() - 1);
+  run_threads(partial.size(), [&](size_t c) {
+    count_chunk(text.substr(bounds[c], bounds[c + 1] - bounds[c]), splitter, pretokenizer, partial[c]);
+  });
+  return add_up(partial);
+}
+
+PretokenCounts count_pretokens_in_file(const std::string& path, const std::vector<std::string>& special_tokens,
+                                       int num_threads, size_t block_bytes) {
+  const SpecialSplitter splitter(special_tokens);
+  const Pretokenizer pretokenizer;
+  CutFileReader reader(path, special_tokens, block_bytes);
+  std::mutex reader_mutex;
+  std::atomic<bool> failed{false};
+  std::vector<PretokenCounts> partial(size_t(std::max(1, num_threads)));
+  run_threads(partial.size(), [&](size_t t) {
     try {
-      count_chunk(text.substr(bounds[c], bounds[c + 1] - bounds[c]), splitter, pretokenizer, partial[c]);
+      std::string block;
+      while (!failed) {
+        {
+          const std::lock_guard lock(reader_mutex);
+          if (!reader.next(block)) break;
+        }
+        count_chunk(block, splitter, pretokenizer, partial[t]);
+      }
     } catch (...) {
-      errors[c] = std::current_exception();
+      failed = true;  // the other threads stop at their next block
+      throw;
     }
-  };
-  {
-    std::vector<std::jthread> workers;
-    for (size_t c = 1; c < num_chunks; ++c) workers.emplace_back(run_chunk, c);
-    run_chunk(0);
-  }  // jthreads join here
-  for (const auto& error : errors)
-    if (error) std::rethrow_exception(error);
-  for (size_t c = 1; c < num_chunks; ++c)
-    for (auto& [pretoken, count] : partial[c]) partial[0][pretoken] += count;
-  return std::move(partial[0]);
+  });
+  return add_up(partial);
 }
 
 }  // namespace tapegrad::data

@@ -1,18 +1,27 @@
-// pretoken_counts.h — counts the distinct pretokens of a text (special tokens removed), optionally
-// over several threads on chunks cut at special-token boundaries. Memory grows with the number of
-// distinct pretokens, not with the text.
+// pretoken_counts.h — counts the distinct pretokens of a text or a file (special tokens removed),
+// over several threads on chunks cut where cut_finder.h allows (after a special token, or at a
+// newline between ASCII graphic characters). Files are streamed in blocks: memory grows with the
+// number of distinct pretokens (plus one block per thread), not with the file.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include "data/string_table.h"
 
 namespace tapegrad::data {
 
-using PretokenCounts = std::unordered_map<std::string, int64_t>;
+// Pretoken bytes -> count, in first-seen order (the order depends on how the work was split).
+using PretokenCounts = FlatStringMap<int64_t>;
 
 PretokenCounts count_pretokens(std::string_view text, const std::vector<std::string>& special_tokens,
                                int num_threads);
+
+// Same counts as count_pretokens(whole file); each thread takes the next block of about
+// block_bytes (file_blocks.h) until the file ends. Throws tapegrad::Error when the file
+// cannot be opened or read.
+PretokenCounts count_pretokens_in_file(const std::string& path, const std::vector<std::string>& special_tokens,
+                                       int num_threads, size_t block_bytes);
 
 }  // namespace tapegrad::data
