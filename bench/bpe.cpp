@@ -4,14 +4,15 @@
 // one table row and one line `JSON {...}` that run.sh gathers into its single `RESULT` line.
 //
 //   bench_bpe small  <text> <vocab> <threads> [reps=5]  train_bpe on an in-memory text: median wall time
-//   bench_bpe train  <file> <vocab> <threads>           train_bpe_file (the trainer reads the whole file
-//       itself): wall time, peak RSS (taken right after training), then — after the RSS is read — a
+//   bench_bpe train  <file> <vocab> <threads>           train_bpe_file (streams the file in 8 MiB blocks):
+//       wall time, peak RSS (taken right after training), then — after the RSS is read — a
 //       separate count_pretokens pass on the same text gives pretokenization MB/s, and
 //       merges/s = merges / (wall − pretokenization time). If the text allows fewer merges than asked,
 //       it trains again to the largest possible vocab and reports the vocab reached.
 //   bench_bpe encode <vocab.json> <merges.txt> <text> <threads>  GPT-2 vocab: cold = fresh Tokenizer,
-//       warm = second pass on the same one (median of 3 such rounds); 1 thread uses encode(), >1 uses encode_parallel() (which
-//       keeps per-call per-thread caches, so its "warm" pass starts with empty caches too).
+//       warm = second pass on the same one (median of 3 such rounds); 1 thread uses encode(), >1 uses encode_parallel() (whose
+//       per-thread caches persist between calls, so its warm pass is warm). Also CPU time per pass (getrusage, all
+//       threads): MB per CPU-second, the per-core speed with the waiting for a shared CPU left out.
 //   Optional last argument for train/small: target seconds; for encode: target MB/s per core.
 #include <sys/resource.h>
 
@@ -46,6 +47,12 @@ std::string read_all(const std::string& path) {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double cpu_s() {  // user + system time of all threads of this process
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + 1e-6 * double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
 }
 
 double peak_rss_mb() {
@@ -163,34 +170,38 @@ int cmd_encode(int argc, char** argv) {
   BpeModel gpt2 = load_gpt2_files(argv[2], argv[3], kSpecial);
   const double mb = text.size() / 1e6;
   size_t tokens = 0;
+  double pass_cpu = 0;
   auto pass = [&](Tokenizer& tokenizer) {
-    const double s = now_s();
+    const double s = now_s(), c = cpu_s();
     tokens = threads == 1 ? tokenizer.encode(text).size() : tokenizer.encode_parallel(text, threads).size();
+    pass_cpu = cpu_s() - c;
     return now_s() - s;
   };
   // Median of 3 rounds; each round: a fresh Tokenizer (empty cache), pass 1 = cold, pass 2 = warm.
-  std::vector<double> colds, warms, builds;
+  std::vector<double> colds, warms, builds, cold_cpus, warm_cpus;
   for (int r = 0; r < 3; ++r) {
     const double t0 = now_s();
     Tokenizer tokenizer(gpt2);
     builds.push_back(now_s() - t0);
     colds.push_back(pass(tokenizer));
+    cold_cpus.push_back(pass_cpu);
     warms.push_back(pass(tokenizer));
+    warm_cpus.push_back(pass_cpu);
   }
-  for (auto* v : {&colds, &warms, &builds}) std::sort(v->begin(), v->end());
-  const double cold = colds[1], warm = warms[1], build = builds[1];
+  for (auto* v : {&colds, &warms, &builds, &cold_cpus, &warm_cpus}) std::sort(v->begin(), v->end());
+  const double cold = colds[1], warm = warms[1], build = builds[1], cold_cpu = cold_cpus[1], warm_cpu = warm_cpus[1];
   const double cold_mb = mb / cold, warm_mb = mb / warm;
   const bool cold_met = cold_mb / threads >= target, warm_met = warm_mb / threads >= target;
   const bool met = cold_met && warm_met;
-  fmt::print("| encode GPT-2 {} ({:.1f} MB), {} | {} | cold {:.3f} s, warm {:.3f} s (median of 3) | cold {:.1f} / warm {:.1f} | | {:.0f} | >= {} MB/s/core: cold {}, warm {} |\n",
+  fmt::print("| encode GPT-2 {} ({:.1f} MB), {} | {} | cold {:.3f} s, warm {:.3f} s (median of 3) | cold {:.1f} / warm {:.1f} (per CPU-s: {:.1f} / {:.1f}) | | {:.0f} | >= {} MB/s/core: cold {}, warm {} |\n",
              base_name(argv[4]), mb, threads == 1 ? "encode" : "encode_parallel", threads, cold, warm, cold_mb,
-             warm_mb, peak_rss_mb(), target, verdict(cold_met), verdict(warm_met));
+             warm_mb, mb / cold_cpu, mb / warm_cpu, peak_rss_mb(), target, verdict(cold_met), verdict(warm_met));
   fmt::print("JSON {{\"measure\":\"encode\",\"api\":\"{}\",\"file\":\"{}\",\"bytes\":{},\"tokens\":{},\"threads\":{},"
              "\"tokenizer_build_s\":{:.4f},\"cold_s\":{:.4f},\"warm_s\":{:.4f},\"cold_mb_s\":{:.2f},"
-             "\"warm_mb_s\":{:.2f},\"target_mb_s_per_core\":{},\"cold_target_met\":{},\"warm_target_met\":{},"
+             "\"warm_mb_s\":{:.2f},\"cold_cpu_s\":{:.4f},\"warm_cpu_s\":{:.4f},\"target_mb_s_per_core\":{},\"cold_target_met\":{},\"warm_target_met\":{},"
              "\"target_met\":{}}}\n",
              threads == 1 ? "encode" : "encode_parallel", base_name(argv[4]), text.size(), tokens, threads, build,
-             cold, warm, cold_mb, warm_mb, target, cold_met, warm_met, met);
+             cold, warm, cold_mb, warm_mb, cold_cpu, warm_cpu, target, cold_met, warm_met, met);
   return 0;
 }
 

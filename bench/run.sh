@@ -9,7 +9,14 @@
 #   bench/run.sh bpe        BPE training/encoding (bench_bpe, one process per configuration so peak RSS is
 #                           per measurement), at 1 and 2 threads; ours alone (no peer). Env: BENCH_BPE_BIG
 #                           (the ~200 MB training file, generated once under /tmp when missing), BENCH_SHARED
-#                           (default ../shared). Never run by `all`.
+#                           (default ../shared), BENCH_BPE_BIN (a bench_bpe already built elsewhere, e.g.
+#                           build-data/bench/bench_bpe: then nothing is built). Never run by `all`.
+#   bench/run.sh train [micro|small|tiny|all]
+#                           one full training step (forward, cross-entropy, backward, AdamW) of the
+#                           TransformerLM: bench_train vs shared/bench/torch_lm.py, same config, same
+#                           run, at 1 and 2 threads, alternating ours/PyTorch BENCH_TRAIN_RUNS times
+#                           (default 3; medians of the per-run medians). Env: BENCH_STEPS (timed steps
+#                           per run, default 10 for micro/small, 6 for tiny). Never run by `all`.
 #
 # Steps: source scripts/blas_env.sh (OPENBLAS_CORETYPE for this CPU, the same for every program run
 # here); scripts/deps.sh --bench (installs only what is missing); scripts/build.sh (Release, build/);
@@ -24,8 +31,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 mode=${1:-all}
-case "$mode" in overhead | large | all | bpe) ;; *)
-  echo "usage: bench/run.sh overhead|large|all|bpe" >&2
+case "$mode" in overhead | large | all | bpe | train) ;; *)
+  echo "usage: bench/run.sh overhead|large|all|bpe|train [micro|small|tiny|all]" >&2
   exit 2
   ;;
 esac
@@ -49,11 +56,12 @@ log() { echo "run.sh: $*" >&2; }
 # ---- build ours (Release, build/) ----
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-log "building tapegrad (Release) into build/ ..."
-if ! scripts/build.sh >"$OUT/build.log" 2>&1; then
+if [[ $mode == bpe && -n ${BENCH_BPE_BIN:-} ]]; then
+  log "BENCH_BPE_BIN=$BENCH_BPE_BIN: building nothing"
+elif log "building tapegrad (Release) into build/ ..." && ! scripts/build.sh >"$OUT/build.log" 2>&1; then
   # The full build includes the tests; the benchmarks need only the library.
   log "full build failed; building the bench targets alone"
-  if ! cmake --build build -j"$(nproc)" --target bench_overhead bench_large bench_bpe >>"$OUT/build.log" 2>&1; then
+  if ! cmake --build build -j"$(nproc)" --target bench_overhead bench_large bench_bpe bench_train >>"$OUT/build.log" 2>&1; then
     tail -40 "$OUT/build.log" >&2
     log "error: could not build bench_overhead / bench_large"
     exit 1
@@ -129,7 +137,7 @@ if [[ $mode == bpe ]]; then
   FIX=$SHARED/data/cs336/tests/fixtures
   CORP=$SHARED/data/corpora
   BIG=${BENCH_BPE_BIG:-/tmp/tapegrad-bpe-bench/corpora_x200MB.txt}
-  BPE=build/bench/bench_bpe
+  BPE=${BENCH_BPE_BIN:-build/bench/bench_bpe}
   [[ -x $BPE ]] || { log "error: $BPE was not built (needs tapegrad_data)"; exit 1; }
   if [[ ! -s $BIG ]]; then
     # ~200 MB: the corpora of shared/data/corpora concatenated until >= 200e6 bytes (outside the repo).
@@ -151,11 +159,46 @@ if [[ $mode == bpe ]]; then
   for t in "${TLIST[@]}"; do
     bpe_row encode "$FIX/gpt2_vocab.json" "$FIX/gpt2_merges.txt" "$CORP/tinystories_train_head2MiB.txt" "$t" 20
   done
-  echo "(train 200 MB: the 15 s target is for 2 threads; trainer = train_bpe_file, which reads the whole file)"
+  echo "(train 200 MB: the 15 s target is for 2 threads; trainer = train_bpe_file, which streams the file in 8 MiB blocks)"
   rows=$(grep '^JSON ' "$OUT/bpe.txt" | sed 's/^JSON //' | paste -sd, -)
   cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//; s/"/\\"/g')
   echo
   echo "RESULT {\"mode\":\"bpe\",\"date\":\"$(date -u '+%Y-%m-%dT%H:%M:%SZ')\",\"cpu\":\"$cpu\",\"nproc\":$(nproc),\"threads\":[${THREADS}],\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"big_file\":\"$BIG\",\"measurements\":[$rows]}"
+  exit 0
+fi
+
+if [[ $mode == train ]]; then
+  which=${2:-all}
+  case "$which" in micro | small | tiny) configs=("$which") ;; all) configs=(micro small tiny) ;; *)
+    log "error: unknown config '$which' (micro, small, tiny or all)"
+    exit 2
+    ;;
+  esac
+  TRAIN=build/bench/bench_train
+  TORCH_LM=$ROOT/../shared/bench/torch_lm.py
+  RUNS=${BENCH_TRAIN_RUNS:-3}
+  [[ -x $TRAIN ]] || { log "error: $TRAIN was not built (needs tapegrad_nn and tapegrad_optim)"; exit 1; }
+  IFS=, read -ra TLIST <<<"$THREADS"
+  for cfg in "${configs[@]}"; do
+    steps=${BENCH_STEPS:-$([[ $cfg == tiny ]] && echo 6 || echo 10)}
+    for t in "${TLIST[@]}"; do
+      for ((r = 1; r <= RUNS; r++)); do
+        echo "---- train $cfg, $t thread(s), run $r/$RUNS: ours ----"
+        own_threads "$TRAIN" --config "$cfg" --threads "$t" --steps "$steps" --warmup 3 |
+          tee "$OUT/train_ours_${cfg}_${t}_$r.txt" | hide_result
+        if ((have_torch_py)) && [[ -f $TORCH_LM ]]; then
+          echo "---- train $cfg, $t thread(s), run $r/$RUNS: PyTorch (shared/bench/torch_lm.py) ----"
+          own_threads $PY "$TORCH_LM" --config "$cfg" --threads "$t" --steps "$steps" --warmup 3 |
+            tee "$OUT/train_torch_${cfg}_${t}_$r.txt" | hide_result || true
+        fi
+      done
+    done
+  done
+  ((have_torch_py)) || log "PyTorch (python3-torch) not available: ours alone"
+  echo
+  COMBINE_PY=$PY
+  [[ -x $COMBINE_PY ]] || COMBINE_PY=$(command -v python3)
+  "$COMBINE_PY" bench/combine_train.py "$OUT"
   exit 0
 fi
 

@@ -84,7 +84,10 @@ class FlatStringMap {
     for (size_t i = size_t(h) & mask_;; i = (i + 1) & mask_) {
       const uint64_t slot = slots_[i];
       if (slot == 0) return i;
-      if ((slot & ~uint64_t(0xffffffff)) == tag && entries_[entry_of(slot)].first == key) return i;
+      if ((slot & ~uint64_t(0xffffffff)) == tag) {
+        const std::string& k = entries_[entry_of(slot)].first;
+        if (k.size() == key.size() && std::memcmp(k.data(), key.data(), key.size()) == 0) return i;
+      }
     }
   }
 

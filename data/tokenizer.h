@@ -1,7 +1,8 @@
 // tokenizer.h — byte-level BPE encode/decode over a BpeModel (trained, or loaded from GPT-2
 // files). Special tokens are matched first (longest first where they overlap) and map to their
 // own ids; the rest is pretokenized with the GPT-2 regex and each pretoken is merged by rank, as
-// GPT-2/tiktoken do. Encoded pretokens are cached (bounded).
+// GPT-2/tiktoken do. Encoded pretokens are cached (bounded; one cache per encoding thread, kept
+// between calls).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,8 +11,11 @@
 #include <vector>
 
 #include "data/bpe_model.h"
+#include "data/cut_finder.h"
+#include "data/merge_table.h"
 #include "data/pretokenizer.h"
 #include "data/special_splitter.h"
+#include "data/string_table.h"
 
 namespace tapegrad::data {
 
@@ -23,9 +27,10 @@ class Tokenizer {
 
   // Not thread-safe (the pretoken cache is updated): use one Tokenizer per thread.
   std::vector<uint32_t> encode(std::string_view text);
-  // Same ids as encode(text), computed by `num_threads` threads on ranges cut right after special
-  // tokens (each thread with its own cache). Without special tokens in the text it runs on one thread.
-  std::vector<uint32_t> encode_parallel(std::string_view text, int num_threads) const;
+  // Same ids as encode(text), computed by `num_threads` threads on ranges cut where cut_finder.h
+  // allows (after a special token, or at a newline between ASCII graphic characters), each thread
+  // with its own cache kept between calls. Not thread-safe either. Without any cut it runs on one thread.
+  std::vector<uint32_t> encode_parallel(std::string_view text, int num_threads);
   // The raw bytes of the ids; throws tapegrad::Error naming the position of an id outside the vocabulary.
   std::string decode_bytes(const std::vector<uint32_t>& ids) const;
   // decode_bytes with invalid UTF-8 replaced by U+FFFD (Python's errors="replace").
@@ -35,22 +40,24 @@ class Tokenizer {
   const BpeModel& model() const { return model_; }
 
  private:
-  using PretokenCache = std::unordered_map<std::string, std::vector<uint32_t>>;
+  struct PretokenCache {
+    FlatStringMap<std::pair<uint32_t, uint32_t>> index;  // pretoken -> (offset, count) in ids
+    std::vector<uint32_t> ids;
+  };
   void encode_pretoken(std::string_view pretoken, std::vector<uint32_t>& out, PretokenCache& cache) const;
+  void merge_ids(std::vector<uint32_t>& out, size_t start) const;
   void encode_with_cache(std::string_view text, std::vector<uint32_t>& out, PretokenCache& cache) const;
 
-  struct Merge {
-    uint32_t rank;
-    uint32_t merged_id;
-  };
   BpeModel model_;
   std::unordered_map<std::string, uint32_t> id_of_bytes_;
-  std::unordered_map<uint64_t, Merge> merges_;  // (left id << 32 | right id) -> rank + result
+  MergeTable merges_;
   uint32_t byte_ids_[256] = {};
   std::vector<uint32_t> special_ids_;           // per SpecialSplitter token index
   SpecialSplitter splitter_;
+  CutFinder cuts_;
   Pretokenizer pretokenizer_;
-  PretokenCache cache_;
+  PretokenCache cache_;                         // encode(), and thread 0 of encode_parallel()
+  std::vector<PretokenCache> thread_caches_;    // threads 1.. of encode_parallel()
   size_t cache_capacity_;
 };
 
