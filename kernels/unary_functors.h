@@ -77,6 +77,14 @@ struct Silu {  // y = x·σ(x),  dy/dx = σ(x)·(1 + x·(1 − σ(x)))
     return s * (T(1) + x * (T(1) - s));
   }
 };
+struct Gelu {  // y = x·Φ(x) = ½x(1 + erf(x/√2)) (exact, not the tanh form),  dy/dx = Φ(x) + x·φ(x)
+  template <class T> TG_HD static T f(T x, T) { return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))); }
+  template <class T> TG_HD static T df(T x, T, T) {
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));  // Φ(x)
+    const T pdf = T(0.39894228040143267794) * std::exp(T(-0.5) * x * x);     // φ(x) = e^(−x²/2)/√(2π)
+    return cdf + x * pdf;
+  }
+};
 struct Pow {  // y = xᵖ,  dy/dx = p·xᵖ⁻¹  (0 when p = 0)
   template <class T> TG_HD static T f(T x, T p) {
     if (p == T(2)) return x * x;
@@ -112,6 +120,7 @@ TG_HD inline void visit_unary(UnaryOp op, V&& visit) {
     case UnaryOp::Tanh: return visit(Tanh{});
     case UnaryOp::Relu: return visit(Relu{});
     case UnaryOp::Silu: return visit(Silu{});
+    case UnaryOp::Gelu: return visit(Gelu{});
     case UnaryOp::Pow: return visit(Pow{});
     case UnaryOp::AddScalar: return visit(AddScalar{});
     case UnaryOp::MulScalar: return visit(MulScalar{});

@@ -25,6 +25,7 @@ const char* unary_op_name(UnaryOp op) {
     case UnaryOp::Tanh: return "tanh";
     case UnaryOp::Relu: return "relu";
     case UnaryOp::Silu: return "silu";
+    case UnaryOp::Gelu: return "gelu";
     case UnaryOp::Pow: return "pow";
     case UnaryOp::AddScalar: return "add_scalar";
     case UnaryOp::MulScalar: return "mul_scalar";

@@ -145,6 +145,7 @@ Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::Sigmoid, x); }
 Tensor tanh(const Tensor& x) { return unary(UnaryOp::Tanh, x); }
 Tensor relu(const Tensor& x) { return unary(UnaryOp::Relu, x); }
 Tensor silu(const Tensor& x) { return unary(UnaryOp::Silu, x); }
+Tensor gelu(const Tensor& x) { return unary(UnaryOp::Gelu, x); }  // exact erf form
 Tensor pow(const Tensor& x, double exponent) { return unary(UnaryOp::Pow, x, exponent); }
 Tensor add(const Tensor& a, double s) { return unary(UnaryOp::AddScalar, a, s); }
 Tensor mul(const Tensor& a, double s) { return unary(UnaryOp::MulScalar, a, s); }
