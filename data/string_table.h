@@ -75,6 +75,13 @@ class FlatStringMap {
   typename std::vector<value_type>::const_iterator end() const { return entries_.end(); }
 
  private:
+  static bool same_bytes(const char* a, const char* b, size_t n) {
+    if (n > 16) return std::memcmp(a, b, n) == 0;
+    for (size_t i = 0; i < n; ++i)  // most pretokens are short: no call
+      if (a[i] != b[i]) return false;
+    return true;
+  }
+
   // A slot holds 0 (empty) or (high 32 bits of the hash) << 32 | (entry index + 1).
   static size_t entry_of(uint64_t slot) { return size_t(slot & 0xffffffff) - 1; }
 
@@ -86,7 +93,7 @@ class FlatStringMap {
       if (slot == 0) return i;
       if ((slot & ~uint64_t(0xffffffff)) == tag) {
         const std::string& k = entries_[entry_of(slot)].first;
-        if (k.size() == key.size() && std::memcmp(k.data(), key.data(), key.size()) == 0) return i;
+        if (k.size() == key.size() && same_bytes(k.data(), key.data(), key.size())) return i;
       }
     }
   }
