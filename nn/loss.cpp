@@ -1,9 +1,12 @@
-// loss.cpp — cross-entropy as log_softmax + gather + masked mean.
+// loss.cpp — cross-entropy: the fused op for float logits, and the composition it is tested against
+// (log_softmax + gather + masked mean).
 #include "nn/loss.h"
 
 namespace tapegrad::nn {
+namespace {
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+// The shared argument checks; returns V.
+int64_t check_args(const Tensor& logits, const Tensor& targets) {
   TG_CHECK(logits.defined() && targets.defined(), "cross_entropy: undefined input");
   TG_CHECK(logits.dim() >= 1, "cross_entropy: logits must be [..., V], got {}", logits.shape());
   TG_CHECK(targets.dtype() == kInt64 || targets.dtype() == kInt32, "cross_entropy: targets must be int64 or int32, got {}",
@@ -11,7 +14,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   Shape lead(logits.shape().begin(), logits.shape().end() - 1);
   TG_CHECK(targets.shape() == lead, "cross_entropy: targets {} must be logits {} without the last dim",
            targets.shape(), logits.shape());
-  const int64_t V = logits.size(-1);
+  return logits.size(-1);
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  const int64_t V = check_args(logits, targets);
+  if (logits.dtype() != kFloat32 && logits.dtype() != kFloat64) return cross_entropy_reference(logits, targets, ignore_index);
+  // [..., V] → [N, V] (a view for contiguous logits); the kernel checks the targets' range.
+  return cross_entropy_fused(logits.reshape({-1, V}), targets.reshape({-1}), ignore_index);
+}
+
+Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  const int64_t V = check_args(logits, targets);
   int64_t count = 0;
   for (int64_t t : targets.to_vector<int64_t>()) {
     if (t == ignore_index) continue;

@@ -1,4 +1,5 @@
-// rmsnorm.cpp — RMSNorm as a composition: mean, rsqrt, mul.
+// rmsnorm.cpp — RMSNorm: the fused rms_norm op (autograd/ops/fused.cpp), and its composition
+// (mean, rsqrt, mul) kept as the reference.
 #include "nn/rmsnorm.h"
 
 namespace tapegrad::nn {
@@ -8,10 +9,24 @@ RMSNorm::RMSNorm(int64_t d, double e, DType dtype) : d_model(d), eps(e) {
   weight = register_parameter("weight", ones({d}, dtype));
 }
 
-Tensor RMSNorm::forward(const Tensor& x) const {
+namespace {
+
+void check_input(const Tensor& x, int64_t d_model) {
   TG_CHECK(x.dim() >= 1 && x.size(-1) == d_model, "RMSNorm: input {} must end in d_model = {}", x.shape(), d_model);
   TG_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64, "RMSNorm: input must be float32 or float64, got {}",
            x.dtype());
+}
+
+}  // namespace
+
+Tensor RMSNorm::forward(const Tensor& x) const {
+  check_input(x, d_model);
+  Tensor w = weight.dtype() == x.dtype() ? weight : weight.to(x.dtype());
+  return rms_norm(x, w, eps);  // y = x·r·w, r = 1/sqrt(mean(x²) + eps) per row
+}
+
+Tensor RMSNorm::forward_reference(const Tensor& x) const {
+  check_input(x, d_model);
   Tensor ms = mean(x * x, {-1}, /*keepdim=*/true);  // [..., 1] = mean over C of x²
   Tensor w = weight.dtype() == x.dtype() ? weight : weight.to(x.dtype());
   return x * rsqrt(ms + eps) * w;                   // [..., C]

@@ -1,4 +1,5 @@
-// swiglu.cpp — SwiGLU as three Linears and silu.
+// swiglu.cpp — SwiGLU: three Linears and the fused gate silu(a)⊙b (swiglu_gate; the composition
+// silu(a) * b is kept as forward_reference).
 #include "nn/swiglu.h"
 
 namespace tapegrad::nn {
@@ -15,6 +16,11 @@ SwiGLU::SwiGLU(int64_t d, int64_t f, DType dtype, Generator* gen) : d_model(d), 
 }
 
 Tensor SwiGLU::forward(const Tensor& x) const {
+  Tensor h = swiglu_gate(w1->forward(x), w3->forward(x));  // [..., F] = silu(w1 x) ⊙ w3 x
+  return w2->forward(h);                                    // [..., C]
+}
+
+Tensor SwiGLU::forward_reference(const Tensor& x) const {
   Tensor h = silu(w1->forward(x)) * w3->forward(x);  // [..., F]
   return w2->forward(h);                              // [..., C]
 }

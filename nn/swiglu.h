@@ -12,6 +12,8 @@ class SwiGLU : public Module {
   // x [..., C] → [..., C]
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
+  // The gate as the composition silu(w1 x) * w3 x: forward's reference.
+  Tensor forward_reference(const Tensor& x) const;
   static int64_t default_d_ff(int64_t d_model);
 
   int64_t d_model, d_ff;

@@ -1,0 +1,121 @@
+// fused.cpp — fused Transformer ops: one kernel forward, one kernel backward, each replacing a
+// chain of primitives (its composition stays as the reference: tests/test_fused_ops.cpp).
+//
+// cross_entropy_fused(x [N, V], t [N], ignore)  — mean over valid rows (t_i ≠ ignore) of
+//   loss_i = lse_i − x_i,t_i,  lse_i = log Σ_j exp(x_ij)
+//   ∂loss/∂x_ij = (softmax(x_i)_j − [j = t_i]) / N_valid      (0 on ignored rows)
+//   Saves x, t and the per-row lse [N] (float64): no [N, V] softmax is ever stored.
+// rms_norm(x [..., C], w [C], eps)  — per row r = (mean x² + eps)^(−1/2), y = x·r·w
+//   ∂r/∂x_k = −r³x_k/C, so with gw = g⊙w:  dx = r·(gw − x·r²·mean(gw⊙x)),  dw = Σ_rows g⊙x·r
+//   Saves x, w and r per row.
+// swiglu_gate(a, b)  — y = silu(a)⊙b = a·σ(a)·b
+//   da = g⊙b⊙σ(a)(1 + a(1 − σ(a))),  db = g⊙silu(a)
+//   Saves a and b (recomputing σ(a) in backward is cheaper than storing it).
+#include "autograd/ops/op_util.h"
+
+namespace tapegrad {
+
+using detail::backend_of;
+using detail::kview;
+using detail::kview_as;
+
+// ---------------- cross-entropy ----------------
+
+Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  const char* op = "cross_entropy_fused";
+  detail::check_defined(op, logits);
+  detail::check_defined(op, targets);
+  detail::check_floating(op, logits);
+  detail::check_same_device(op, logits, targets);
+  TG_CHECK(logits.dim() == 2, "{}: logits must be [N, V], got {}", op, logits.shape());
+  TG_CHECK(targets.dtype() == kInt64 || targets.dtype() == kInt32, "{}: targets must be int64 or int32, got {} {}",
+           op, targets.dtype(), targets.shape());
+  TG_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "{}: targets {} must be [N] for logits {}", op,
+           targets.shape(), logits.shape());
+  const Options f64 = Options(kFloat64).device(logits.device());
+  Tensor loss = empty({}, Options(logits.dtype()).device(logits.device()));
+  Tensor lse = empty({logits.size(0)}, f64);
+  // The kernel checks every target before it writes anything.
+  backend_of(logits).cross_entropy(kview(loss), kview(lse), kview(logits), kview(targets), ignore_index);
+  if (needs_grad(logits))
+    record(op, {&logits}, loss,
+           [sx = SavedTensor(logits), st = SavedTensor(targets), lse, ignore_index](const Tensor& g, GradInputs& dx) {
+             // dx_ij = (exp(x_ij − lse_i) − [j = t_i])·g / N_valid, one pass per row
+             const Tensor& x = sx.get();
+             Tensor gx = empty(x.shape(), Options(x.dtype()).device(x.device()));
+             backend_of(x).cross_entropy_backward(kview(gx), kview(g), kview(x), kview(st.get()), kview(lse),
+                                                  ignore_index);
+             dx[0] = gx;
+           });
+  return loss;
+}
+
+// ---------------- RMSNorm ----------------
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  const char* op = "rms_norm";
+  detail::check_defined(op, x);
+  detail::check_defined(op, weight);
+  detail::check_floating(op, x);
+  detail::check_same_dtype(op, x, weight);
+  detail::check_same_device(op, x, weight);
+  TG_CHECK(x.dim() >= 1 && x.size(-1) > 0, "{}: x must be [..., C] with C > 0, got {}", op, x.shape());
+  const int64_t C = x.size(-1), R = x.numel() / C;
+  TG_CHECK(weight.dim() == 1 && weight.size(0) == C, "{}: weight {} must be [C] = [{}] for x {}", op, weight.shape(),
+           C, x.shape());
+  TG_CHECK(eps >= 0, "{}: eps must be ≥ 0, got {}", op, eps);
+  const Shape rows{R, C};
+  const Tensor x2 = x.detach().reshape(rows);  // a view when the leading dims merge, else a copy
+  Tensor y = empty(x.shape(), Options(x.dtype()).device(x.device()));
+  Tensor rstd = empty({R}, Options(x.dtype()).device(x.device()));
+  backend_of(x).rms_norm(kview_as(y, rows), kview(rstd), kview(x2), kview(weight), eps);
+  if (needs_grad(x, weight))
+    record(op, {&x, &weight}, y,
+           [sx = SavedTensor(x2), sw = SavedTensor(weight), rstd, rows, xs = x.shape()](const Tensor& g,
+                                                                                       GradInputs& dx) {
+             // dx = r·(gw − x·r²·mean(gw⊙x)) with gw = g⊙w;  dw = Σ_rows g⊙x·r
+             const Tensor& xv = sx.get();
+             const Tensor& w = sw.get();
+             const Tensor g2 = g.reshape(rows);
+             Tensor gx, gw;
+             if (dx.needs(0)) gx = empty(xs, Options(xv.dtype()).device(xv.device()));
+             if (dx.needs(1)) gw = empty(w.shape(), Options(w.dtype()).device(w.device()));
+             backend_of(xv).rms_norm_backward(gx.defined() ? kview_as(gx, rows) : kernels::TensorView{},
+                                              gw.defined() ? kview(gw) : kernels::TensorView{}, kview(g2), kview(xv),
+                                              kview(w), kview(rstd));
+             dx[0] = gx;
+             dx[1] = gw;
+           });
+  return y;
+}
+
+// ---------------- SwiGLU gate ----------------
+
+Tensor swiglu_gate(const Tensor& a, const Tensor& b) {
+  const char* op = "swiglu_gate";
+  detail::check_defined(op, a);
+  detail::check_defined(op, b);
+  detail::check_floating(op, a);
+  detail::check_same_dtype(op, a, b);
+  detail::check_same_device(op, a, b);
+  TG_CHECK(a.shape() == b.shape(), "{}: a {} and b {} must have the same shape", op, a.shape(), b.shape());
+  Tensor y = empty(a.shape(), Options(a.dtype()).device(a.device()));
+  backend_of(a).swiglu(kview(y), kview(a), kview(b));
+  if (needs_grad(a, b))
+    record(op, {&a, &b}, y, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, GradInputs& dx) {
+      // da = g⊙b⊙σ(a)(1 + a(1 − σ(a))),  db = g⊙silu(a): one pass over g, a, b
+      const Tensor& av = sa.get();
+      const Tensor& bv = sb.get();
+      Tensor ga, gb;
+      if (dx.needs(0)) ga = empty(av.shape(), Options(av.dtype()).device(av.device()));
+      if (dx.needs(1)) gb = empty(av.shape(), Options(av.dtype()).device(av.device()));
+      backend_of(av).swiglu_backward(ga.defined() ? kview(ga) : kernels::TensorView{},
+                                     gb.defined() ? kview(gb) : kernels::TensorView{}, kview(g, av.shape()), kview(av),
+                                     kview(bv));
+      dx[0] = ga;
+      dx[1] = gb;
+    });
+  return y;
+}
+
+}  // namespace tapegrad
