@@ -19,7 +19,14 @@
 // (*) Hugging Face applies RoPE "rotate half" (pairs (j, j + D/2)) while we rotate interleaved
 // pairs (2k, 2k+1); HF checkpoints converted from Meta's have their q/k rows permuted per head
 // accordingly, so importing them needs the inverse permutation (not done here).
+//
+// A config converts to and from a string map (checkpoints store it as `config.<key>` metadata):
+//   auto m = lm.config.to_config_map();   // {"vocab_size": "10000", "rope_theta": "10000", ...}
+//   TransformerLMConfig c = TransformerLMConfig::from_config_map(m);   // exact round trip
 #pragma once
+#include <map>
+#include <string>
+
 #include "nn/block.h"
 #include "nn/embedding.h"
 
@@ -37,6 +44,13 @@ struct TransformerLMConfig {
   bool tie_embeddings = false;
   double eps = 1e-5;       // RMSNorm
   DType dtype = kFloat32;
+
+  // Every field as a string: integers in decimal, doubles in the shortest form that reads back to
+  // the same bits, tie_embeddings "true"/"false", dtype "float32"/"float64". Keys are the field names.
+  std::map<std::string, std::string> to_config_map() const;
+  // The inverse: every field must be present, no unknown key, every value must parse completely;
+  // otherwise one tapegrad::Error lists all the problems. (Implemented in transformer_lm_config.cpp.)
+  static TransformerLMConfig from_config_map(const std::map<std::string, std::string>& map);
 };
 
 class TransformerLM : public Module {

@@ -1,0 +1,305 @@
+// checkpoint.cpp — save_checkpoint / read_checkpoint / load_checkpoint (format in checkpoint.h and
+// docs/checkpoints.md). Numbers in the metadata are exact decimal strings: integers as such, doubles
+// in fmt's shortest round-trip form, read back with std::from_chars (correctly rounded → same bits).
+#include "optim/checkpoint.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <system_error>
+#include <vector>
+
+#include "autograd/io/safetensors.h"
+#include "kernels/error.h"
+#include "optim/adamw.h"
+#include "optim/sgd.h"
+
+namespace tapegrad::optim {
+
+namespace {
+
+std::string exact(double v) { return fmt::format("{}", v); }  // shortest form that reads back to v
+
+template <class T>
+bool parse_all(const std::string& s, T& out) {
+  if (s.empty()) return false;
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(s.data(), end, out);
+  return ec == std::errc() && ptr == end;
+}
+
+// Typed access to the "__metadata__" strings; every problem names the file and the key.
+class Meta {
+ public:
+  Meta(const std::string& path, const std::map<std::string, std::string>& m) : path_(path), m_(m) {}
+  const std::string& str(const std::string& key) const {
+    auto it = m_.find(key);
+    TG_CHECK(it != m_.end(), "checkpoint '{}': the metadata has no '{}'", path_, key);
+    return it->second;
+  }
+  template <class T>
+  T num(const std::string& key) const {
+    const std::string& s = str(key);
+    T v{};
+    TG_CHECK(parse_all(s, v), "checkpoint '{}': metadata '{}' = '{}' is not a valid number", path_, key, s);
+    return v;
+  }
+
+ private:
+  const std::string& path_;
+  const std::map<std::string, std::string>& m_;
+};
+
+std::vector<std::string> fixed_names(const std::string& kind) {
+  if (kind == "AdamW") return {"beta1", "beta2", "eps"};
+  if (kind == "SGD") return {"momentum"};
+  return {};
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+// The checkpoint's checksum: FNV-1a over 64-bit words, h ← (h ⊕ w)·P (each step is a bijection of h,
+// so any change confined to one word always changes the result). It covers every metadata entry
+// except "checksum" and every tensor's name, dtype, shape and bytes, each length-prefixed.
+class Checksum {
+ public:
+  void word(uint64_t w) { h_ = (h_ ^ w) * 0x100000001b3ULL; }
+  void text(const std::string& s) {
+    word(s.size());
+    raw(s.data(), s.size());
+  }
+  void tensor(const std::string& name, const Tensor& t) {
+    text(name);
+    text(dtype_name(t.dtype()));
+    word(static_cast<uint64_t>(t.dim()));
+    for (int64_t d = 0; d < t.dim(); ++d) word(static_cast<uint64_t>(t.size(d)));
+    const Tensor c = t.detach().to(kCPU).contiguous();
+    const size_t n = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
+    word(n);
+    raw(c.data_ptr(), n);
+  }
+  std::string hex() const { return fmt::format("{:016x}", h_); }
+
+ private:
+  void raw(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      word(w);
+    }
+    for (; i < n; ++i) word(p[i]);
+  }
+  uint64_t h_ = 0xcbf29ce484222325ULL;
+};
+
+std::string checksum(const std::map<std::string, std::string>& meta, const TensorMap& tensors) {
+  Checksum c;
+  for (const auto& [k, v] : meta) {
+    if (k == "checksum") continue;
+    c.text(k);
+    c.text(v);
+  }
+  for (const auto& [name, t] : tensors) c.tensor(name, t);
+  return c.hex();
+}
+
+std::string sizes(const std::vector<int64_t>& v) {
+  std::vector<std::string> items;
+  for (int64_t x : v) items.push_back(fmt::format("{}", x));
+  return join(items);
+}
+
+}  // namespace
+
+OptimizerInfo describe_optimizer(const Optimizer& optimizer) {
+  OptimizerInfo info;
+  if (const auto* adamw = dynamic_cast<const AdamW*>(&optimizer)) {
+    info.kind = "AdamW";
+    info.fixed = {{"beta1", adamw->options().beta1_}, {"beta2", adamw->options().beta2_}, {"eps", adamw->options().eps_}};
+  } else if (const auto* sgd = dynamic_cast<const SGD*>(&optimizer)) {
+    info.kind = "SGD";
+    info.fixed = {{"momentum", sgd->options().momentum_}};
+  } else {
+    throw Error("checkpoint: only AdamW and SGD optimizers can be checkpointed");
+  }
+  for (size_t g = 0; g < optimizer.num_groups(); ++g) {
+    info.lr.push_back(optimizer.lr(g));
+    info.weight_decay.push_back(optimizer.weight_decay(g));
+    info.group_sizes.push_back(static_cast<int64_t>(optimizer.param_groups()[g].params.size()));
+  }
+  return info;
+}
+
+std::string config_differences(const ConfigMap& file, const ConfigMap& expected) {
+  std::vector<std::string> diffs;
+  std::set<std::string> keys;
+  for (const auto& kv : file) keys.insert(kv.first);
+  for (const auto& kv : expected) keys.insert(kv.first);
+  for (const std::string& k : keys) {
+    auto f = file.find(k);
+    auto e = expected.find(k);
+    if (f == file.end())
+      diffs.push_back(fmt::format("{} missing in the file (expected {})", k, e->second));
+    else if (e == expected.end())
+      diffs.push_back(fmt::format("{} {} (file) is not expected", k, f->second));
+    else if (f->second != e->second)
+      diffs.push_back(fmt::format("{} {} (file) vs {} (expected)", k, f->second, e->second));
+  }
+  return diffs.empty() ? std::string() : "checkpoint config differs: " + join(diffs);
+}
+
+void save_checkpoint(const std::string& path, const TensorMap& model_state, const Optimizer& optimizer, int64_t step,
+                     const Generator& generator, const ConfigMap& config) {
+  TG_CHECK(step >= 0, "save_checkpoint: '{}': step must be >= 0, but is {}", path, step);
+  const OptimizerInfo info = describe_optimizer(optimizer);
+
+  TensorMap tensors;
+  std::set<std::string> dtypes;
+  for (const auto& [name, t] : model_state) {
+    TG_CHECK(t.defined(), "save_checkpoint: '{}': model tensor '{}' is undefined", path, name);
+    tensors.emplace("model." + name, t);
+    dtypes.insert(dtype_name(t.dtype()));
+  }
+  for (const auto& [name, t] : optimizer.state()) tensors.emplace("optim." + name, t);
+
+  std::map<std::string, std::string> meta;
+  meta["format"] = kCheckpointFormat;
+  meta["format_version"] = fmt::format("{}", kCheckpointFormatVersion);
+  meta["step"] = fmt::format("{}", step);
+  meta["model_dtype"] = dtypes.empty() ? "none" : dtypes.size() == 1 ? *dtypes.begin() : "mixed";
+  const Generator::State rng = generator.state();
+  for (size_t i = 0; i < rng.s.size(); ++i) meta[fmt::format("rng.s{}", i)] = fmt::format("{}", rng.s[i]);
+  meta["rng.has_spare"] = rng.has_spare ? "1" : "0";
+  meta["rng.spare"] = exact(rng.spare);
+  meta["optim.kind"] = info.kind;
+  for (const auto& [k, v] : info.fixed) meta["optim." + k] = exact(v);
+  meta["optim.groups"] = fmt::format("{}", info.lr.size());
+  for (size_t g = 0; g < info.lr.size(); ++g) {
+    meta[fmt::format("optim.group.{}.params", g)] = fmt::format("{}", info.group_sizes[g]);
+    meta[fmt::format("optim.group.{}.lr", g)] = exact(info.lr[g]);
+    meta[fmt::format("optim.group.{}.weight_decay", g)] = exact(info.weight_decay[g]);
+  }
+  for (const auto& [k, v] : config) meta["config." + k] = v;
+  meta["checksum"] = checksum(meta, tensors);
+
+  try {
+    save_safetensors(path, tensors, meta);  // atomic: temp file, fsync, rename, fsync of the directory
+  } catch (const Error& e) {
+    throw Error(fmt::format("save_checkpoint: {}", e.what()));
+  }
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  std::map<std::string, std::string> metadata;
+  TensorMap all;
+  try {
+    all = load_safetensors(path, &metadata);
+  } catch (const Error& e) {
+    throw Error(fmt::format("checkpoint '{}' cannot be read: {}", path, e.what()));
+  }
+  const Meta meta(path, metadata);
+  // First: is this a complete, uncorrupted tapegrad checkpoint? (load_safetensors has checked the layout.)
+  auto format = metadata.find("format");
+  TG_CHECK(format != metadata.end() && format->second == kCheckpointFormat,
+           "checkpoint '{}': not a tapegrad checkpoint (metadata 'format' is not '{}')", path, kCheckpointFormat);
+  const auto version = meta.num<int64_t>("format_version");
+  TG_CHECK(version == kCheckpointFormatVersion, "checkpoint '{}': format version {} is not supported (this build reads {})",
+           path, version, kCheckpointFormatVersion);
+  const std::string& stored = meta.str("checksum");
+  const std::string computed = checksum(metadata, all);
+  TG_CHECK(stored == computed, "checkpoint '{}' is corrupt: its checksum is {} but its contents hash to {}", path,
+           stored, computed);
+
+  Checkpoint ck;
+  ck.step = meta.num<int64_t>("step");
+  TG_CHECK(ck.step >= 0, "checkpoint '{}': step {} is negative", path, ck.step);
+  ck.model_dtype = meta.str("model_dtype");
+  for (size_t i = 0; i < ck.rng.s.size(); ++i) ck.rng.s[i] = meta.num<uint64_t>(fmt::format("rng.s{}", i));
+  const std::string& spare = meta.str("rng.has_spare");
+  TG_CHECK(spare == "0" || spare == "1", "checkpoint '{}': metadata 'rng.has_spare' = '{}' is not 0 or 1", path, spare);
+  ck.rng.has_spare = spare == "1";
+  ck.rng.spare = meta.num<double>("rng.spare");
+
+  OptimizerInfo& info = ck.optimizer;
+  info.kind = meta.str("optim.kind");
+  const std::vector<std::string> fixed = fixed_names(info.kind);
+  TG_CHECK(!fixed.empty(), "checkpoint '{}': unknown optimizer kind '{}' (known: AdamW, SGD)", path, info.kind);
+  for (const std::string& k : fixed) info.fixed[k] = meta.num<double>("optim." + k);
+  const auto groups = meta.num<int64_t>("optim.groups");
+  TG_CHECK(groups >= 1 && groups <= 1'000'000, "checkpoint '{}': 'optim.groups' = {} is out of range", path, groups);
+  for (int64_t g = 0; g < groups; ++g) {
+    info.group_sizes.push_back(meta.num<int64_t>(fmt::format("optim.group.{}.params", g)));
+    info.lr.push_back(meta.num<double>(fmt::format("optim.group.{}.lr", g)));
+    info.weight_decay.push_back(meta.num<double>(fmt::format("optim.group.{}.weight_decay", g)));
+    TG_CHECK(std::isfinite(info.lr.back()) && info.lr.back() >= 0 && std::isfinite(info.weight_decay.back()) &&
+                 info.weight_decay.back() >= 0 && info.group_sizes.back() >= 0,
+             "checkpoint '{}': group {} has an invalid lr, weight decay or parameter count", path, g);
+  }
+
+  for (const auto& [k, v] : metadata)
+    if (k.starts_with("config.")) ck.config.emplace(k.substr(7), v);
+
+  for (auto& [name, t] : all) {
+    if (name.starts_with("model."))
+      ck.model_state.emplace(name.substr(6), std::move(t));
+    else if (name.starts_with("optim."))
+      ck.optimizer_state.emplace_back(name.substr(6), std::move(t));
+    else
+      throw Error(fmt::format("checkpoint '{}': unexpected tensor '{}' (names start with 'model.' or 'optim.')", path,
+                              name));
+  }
+  return ck;
+}
+
+int64_t load_checkpoint(const std::string& path, const ModelLoader& load_model, Optimizer& optimizer,
+                        Generator& generator, const ConfigMap& expected_config) {
+  // 1. Read and check everything; nothing is modified before step 2.
+  Checkpoint ck = read_checkpoint(path);
+  const std::string diffs = config_differences(ck.config, expected_config);
+  TG_CHECK(diffs.empty(), "load_checkpoint: '{}': {}", path, diffs);
+
+  const OptimizerInfo mine = describe_optimizer(optimizer);
+  const OptimizerInfo& theirs = ck.optimizer;
+  TG_CHECK(theirs.kind == mine.kind, "load_checkpoint: '{}': the checkpoint holds {} optimizer state but the optimizer is {}",
+           path, theirs.kind, mine.kind);
+  std::vector<std::string> hyper;
+  for (const auto& [k, v] : mine.fixed)
+    if (theirs.fixed.at(k) != v) hyper.push_back(fmt::format("{} {} (file) vs {} (optimizer)", k, exact(theirs.fixed.at(k)), exact(v)));
+  TG_CHECK(hyper.empty(), "load_checkpoint: '{}': {} hyperparameters differ: {}", path, mine.kind, join(hyper));
+  TG_CHECK(theirs.group_sizes == mine.group_sizes,
+           "load_checkpoint: '{}': the checkpoint's optimizer has parameter groups of sizes [{}] but this one [{}]", path,
+           sizes(theirs.group_sizes), sizes(mine.group_sizes));
+
+  // 2. Commit. The optimizer first (load_state checks all of it before replacing anything), then
+  // the model (its loader checks before copying); if the model refuses, the optimizer is put back.
+  const StateList old_state = optimizer.state();
+  try {
+    optimizer.load_state(ck.optimizer_state);
+  } catch (const Error& e) {
+    throw Error(fmt::format("load_checkpoint: '{}': {}", path, e.what()));
+  }
+  try {
+    load_model(ck.model_state);
+  } catch (const Error& e) {
+    optimizer.load_state(old_state);
+    throw Error(fmt::format("load_checkpoint: '{}': {}", path, e.what()));
+  } catch (...) {
+    optimizer.load_state(old_state);
+    throw;
+  }
+  for (size_t g = 0; g < theirs.lr.size(); ++g) {  // validated in read_checkpoint: cannot throw
+    optimizer.set_lr(g, theirs.lr[g]);
+    optimizer.set_weight_decay(g, theirs.weight_decay[g]);
+  }
+  generator.set_state(ck.rng);
+  return ck.step;
+}
+
+}  // namespace tapegrad::optim
