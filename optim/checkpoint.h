@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "autograd/generator.h"
 #include "autograd/tensor.h"
