@@ -58,6 +58,7 @@ Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor silu(const Tensor& x);
+Tensor gelu(const Tensor& x);  // x·Φ(x) = ½x(1 + erf(x/√2)), the exact (erf) form
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
@@ -137,6 +138,37 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 // torch.gather: out[i][j][k] = x[i][index[i][j][k]][k] for dim 1.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+
+// ---- fused Transformer ops (autograd/ops/fused.cpp) ----
+// Each replaces a composition of the ops above with one kernel forward and one backward; the
+// composition is its reference (tests/test_fused_ops.cpp).
+// Mean cross-entropy of logits [N, V] against targets [N] (int64 or int32): the mean over the rows
+// whose target ≠ ignore_index of logsumexp(x_i) − x_i,t_i → 0-d (NaN when every row is ignored).
+// A target outside [0, V) that is not ignore_index is an error. Stable for logits of ±1e4.
+Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+// RMSNorm over the last dim: x [..., C], weight [C] → x / sqrt(mean(x²) + eps) ⊙ weight.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
+// The SwiGLU gate silu(a) ⊙ b, for a and b of one shape.
+Tensor swiglu_gate(const Tensor& a, const Tensor& b);
+
+// ---- fused attention ops (autograd/ops/attention.cpp; references: nn/rope.cpp, nn/attention.cpp) ----
+// Rotary embedding: the pairs (2k, 2k+1) of row t of x [..., T, D] rotated by the angle whose
+// cos/sin are row positions[t] of the constant tables cos, sin [P, D/2]; positions int [T] in [0, P).
+Tensor rope_rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& positions);
+// Causal scaled dot-product attention: q [B, H, T, D], k, v [B, Hkv, T, D] (grouped-query when
+// Hkv < H: query head h reads kv head h / (H / Hkv)) → [B, H, T, D] (stored as [B, T, H, D]), where
+// query t attends to keys 0..t with weights softmax(scale · q·k). No [T, T] matrix is kept for backward.
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
+
+// ---- optimizer kernels (autograd/ops/optimizer_kernels.cpp): in place, never recorded ----
+struct AdamWHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+};
+// One AdamW step (torch.optim.AdamW's order) of param with its grad and moments, all of one shape
+// and dtype, t = step ≥ 1:  θ ← θ(1 − lr·λ);  m ← β1 m + (1 − β1) g;  v ← β2 v + (1 − β2) g²;
+//   θ ← θ − lr/(1 − β1^t) · m / (√v/√(1 − β2^t) + ε). Refused under grad mode for tensors that require grad.
+void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                   const AdamWHyper& hyper, int64_t step);
 
 // ---- threads ----
 void set_num_threads(int n);

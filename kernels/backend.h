@@ -28,7 +28,7 @@ struct TensorView {
 };
 
 // Elementwise functions of one tensor. Param is the scalar of Pow / AddScalar / MulScalar.
-enum class UnaryOp : uint8_t { Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sigmoid, Tanh, Relu, Silu, Pow, AddScalar, MulScalar };
+enum class UnaryOp : uint8_t { Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sigmoid, Tanh, Relu, Silu, Gelu, Pow, AddScalar, MulScalar };
 // Elementwise functions of two tensors. Comparisons write a Bool output.
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Eq, Ne, Lt, Le, Gt, Ge };
 enum class ReduceOp : uint8_t { Sum, Max, Min };
@@ -36,6 +36,12 @@ enum class ReduceOp : uint8_t { Sum, Max, Min };
 const char* unary_op_name(UnaryOp op);
 const char* binary_op_name(BinaryOp op);
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+
+// The scalars of one AdamW update (see Backend::adamw_update).
+struct AdamWStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  double bias_correction1, bias_correction2;  // 1 − β1^t, 1 − β2^t
+};
 
 class Backend {
  public:
@@ -87,6 +93,57 @@ class Backend {
   virtual void gather(const TensorView& out, const TensorView& in, int dim, const TensorView& index) = 0;
   // out[i][index[i][j][k]][k] += src[i][j][k] for dim 1; src has index's shape.
   virtual void scatter_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) = 0;
+
+  // ---- Fused Transformer kernels (cross-entropy, RMSNorm, SwiGLU) ----
+  // Each has a composition of the functions above as its reference (tests/test_fused_ops.cpp).
+  // Cross-entropy over the rows of logits [N, V] (any strides), targets [N] Int64/Int32:
+  //   lse_i = log Σ_j exp(x_ij) (max subtracted first),  loss_i = lse_i − x_i,t_i
+  //   loss (one element, logits' dtype) = Σ_valid loss_i / N_valid (NaN when no row is valid);
+  //   lse [N] Float64 (0 on ignored rows) is what backward reads.
+  // A target outside [0, V) that is not ignore_index throws before anything is written.
+  virtual void cross_entropy(const TensorView& loss, const TensorView& lse, const TensorView& logits,
+                             const TensorView& targets, int64_t ignore_index) = 0;
+  //   dlogits = (softmax(x) − onehot(t))·g/N_valid on valid rows, 0 on ignored rows (g: grad_loss, one element)
+  virtual void cross_entropy_backward(const TensorView& grad_logits, const TensorView& grad_loss,
+                                      const TensorView& logits, const TensorView& targets, const TensorView& lse,
+                                      int64_t ignore_index) = 0;
+  // RMSNorm of the rows of x [R, C] with weight w [C] (x's dtype): r = 1/sqrt(mean_j x_j² + eps),
+  // y = x·r·w; rstd [R] (x's dtype) receives r.
+  virtual void rms_norm(const TensorView& y, const TensorView& rstd, const TensorView& x, const TensorView& weight,
+                        double eps) = 0;
+  //   gw = g⊙w:  dx = r·(gw − x·r²·mean_j(gw⊙x)),  dweight = Σ_rows g⊙x·r (written, not accumulated).
+  // An output with data == nullptr is not computed.
+  virtual void rms_norm_backward(const TensorView& grad_x, const TensorView& grad_weight, const TensorView& grad_y,
+                                 const TensorView& x, const TensorView& weight, const TensorView& rstd) = 0;
+  // SwiGLU gate, a, b and out of one shape (any strides): out = silu(a)⊙b.
+  virtual void swiglu(const TensorView& out, const TensorView& a, const TensorView& b) = 0;
+  //   da = g⊙b⊙σ(a)(1 + a(1 − σ(a))),  db = g⊙silu(a); an output with data == nullptr is not computed.
+  virtual void swiglu_backward(const TensorView& grad_a, const TensorView& grad_b, const TensorView& grad_out,
+                               const TensorView& a, const TensorView& b) = 0;
+
+  // ---- Fused attention and RoPE kernels (the reference: the compositions in nn/attention.cpp, nn/rope.cpp) ----
+  // Rotary embedding of in [..., T, D] (D even, D stride 1) into out (same shape): the pairs (2k, 2k+1)
+  // of row t are rotated by the angle whose cos/sin are row positions[t] of the tables [P, D/2]
+  // (contiguous, in's dtype); positions [T] Int64/Int32 already checked to be in [0, P).
+  // inverse: rotate by the negative angle (the backward of the rotation).
+  virtual void rope(const TensorView& out, const TensorView& in, const TensorView& cos, const TensorView& sin,
+                    const TensorView& positions, bool inverse) = 0;
+  // Causal attention of q [B, H, T, D] with k, v [B, Hkv, T, D] (H a multiple of Hkv; query head h
+  // reads kv head h / (H / Hkv)); every view has D stride 1. out [B, H, T, D] = softmax(scale·q·kᵀ
+  // with keys j > t hidden)·v; lse [B, H, T] receives each row's log-sum-exp (what backward reads).
+  virtual void causal_attention(const TensorView& out, const TensorView& lse, const TensorView& q,
+                                const TensorView& k, const TensorView& v, double scale) = 0;
+  // Writes (not accumulates) grad_q, grad_k, grad_v (the shapes of q, k, v, D stride 1) from grad_out.
+  virtual void causal_attention_backward(const TensorView& grad_q, const TensorView& grad_k,
+                                         const TensorView& grad_v, const TensorView& grad_out, const TensorView& q,
+                                         const TensorView& k, const TensorView& v, const TensorView& out,
+                                         const TensorView& lse, double scale) = 0;
+
+  // ---- Optimizer kernels ----
+  // AdamW update in place, torch.optim.AdamW's order: θ ← θ(1 − lr·λ); m ← β1 m + (1 − β1) g;
+  // v ← β2 v + (1 − β2) g²; θ ← θ − lr/bc1 · m / (√v/√bc2 + ε). All four of one shape and dtype.
+  virtual void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
+                            const TensorView& exp_avg_sq, const AdamWStep& step) = 0;
 };
 
 // The backend of a device; throws tapegrad::Error when this build or machine has none.

@@ -1,4 +1,5 @@
-// attention.cpp — SDPA as matmul + where + softmax + matmul; the attention module around it.
+// attention.cpp — SDPA as matmul + where + softmax + matmul; the attention module around it (fused
+// ops in forward, the composition in forward_reference).
 #include "nn/attention.h"
 
 #include <cmath>
@@ -46,6 +47,26 @@ CausalSelfAttention::CausalSelfAttention(int64_t d, int64_t h, int64_t hkv, std:
 Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& positions) const {
   TG_CHECK(x.dim() == 3 && x.size(2) == d_model, "CausalSelfAttention: input must be [B, T, {}], got {}", d_model,
            x.shape());
+  const int64_t B = x.size(0), T = x.size(1), H = n_heads, Hkv = n_kv_heads, D = head_dim;
+  Tensor pos = positions.defined() ? positions : arange(static_cast<double>(T));
+  TG_CHECK(pos.dim() == 1 && pos.size(0) == T, "CausalSelfAttention: positions must be [T] = [{}], got {}", T,
+           pos.shape());
+  // [B, T, H·D] → [B, T, H, D] → [B, H, T, D]: views; the fused ops keep the [B, T, H, D] memory order
+  Tensor q = q_proj->forward(x).view({B, T, H, D}).transpose(1, 2);
+  Tensor k = k_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);  // [B, Hkv, T, D]
+  Tensor v = v_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);
+  if (rope) {
+    q = rope->forward(q, pos);
+    k = rope->forward(k, pos);
+  }
+  Tensor y = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)));  // [B, H, T, D]
+  y = y.transpose(1, 2).reshape({B, T, H * D});  // a view: the output is stored [B, T, H, D]
+  return output_proj->forward(y);                 // [B, T, C]
+}
+
+Tensor CausalSelfAttention::forward_reference(const Tensor& x, const Tensor& positions) const {
+  TG_CHECK(x.dim() == 3 && x.size(2) == d_model, "CausalSelfAttention: input must be [B, T, {}], got {}", d_model,
+           x.shape());
   const int64_t B = x.size(0), T = x.size(1), H = n_heads, Hkv = n_kv_heads, G = H / Hkv, D = head_dim;
   Tensor pos = positions.defined() ? positions : arange(static_cast<double>(T));
   TG_CHECK(pos.dim() == 1 && pos.size(0) == T, "CausalSelfAttention: positions must be [T] = [{}], got {}", T,
@@ -55,8 +76,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& positions) co
   Tensor k = k_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);  // [B, Hkv, T, D]
   Tensor v = v_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);
   if (rope) {
-    q = rope->forward(q, pos);
-    k = rope->forward(k, pos);
+    q = rope->forward_reference(q, pos);
+    k = rope->forward_reference(k, pos);
   }
   // GQA: query head h = kv·G + g reads kv head kv = h / G.
   q = q.reshape({B, Hkv, G, T, D});  // [B, Hkv, G, T, D]

@@ -10,6 +10,8 @@
 // Grouped-query attention: query head h reads kv head h / (H / Hkv); done without copying K/V
 // by viewing q as [B, Hkv, G, T, D] against k, v [B, Hkv, 1, T, D].
 // Parameter names: q_proj, k_proj, v_proj, output_proj (CS336); Hugging Face: q/k/v/o_proj.
+// forward runs the fused ops (rope_rotate, causal_attention: no [T, T] matrix stored, heads split
+// and merged as views); forward_reference is the composition above, its test oracle.
 #pragma once
 #include "nn/linear.h"
 #include "nn/rope.h"
@@ -31,6 +33,8 @@ class CausalSelfAttention : public Module {
   // x [B, T, C]; positions int [T] (default 0..T−1) → [B, T, C]
   Tensor forward(const Tensor& x, const Tensor& positions = Tensor()) const;
   Tensor operator()(const Tensor& x, const Tensor& positions = Tensor()) const { return forward(x, positions); }
+  // The same computed by composition (RoPE from views and elementwise ops, SDPA with a bool mask).
+  Tensor forward_reference(const Tensor& x, const Tensor& positions = Tensor()) const;
 
   int64_t d_model, n_heads, n_kv_heads, head_dim;
   std::shared_ptr<RotaryEmbedding> rope;

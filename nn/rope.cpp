@@ -1,4 +1,5 @@
-// rope.cpp — RoPE tables and the pairwise rotation, as a composition of views and elementwise ops.
+// rope.cpp — RoPE tables; the rotation through the fused op, and as a composition of views and
+// elementwise ops (the reference).
 #include "nn/rope.h"
 
 #include <cmath>
@@ -28,6 +29,17 @@ Tensor RotaryEmbedding::forward(const Tensor& x) const {
 }
 
 Tensor RotaryEmbedding::forward(const Tensor& x, const Tensor& positions) const {
+  const bool fused_shapes = x.dim() >= 2 && x.size(-1) == head_dim && positions.defined() && positions.dim() == 1 &&
+                            positions.size(0) == x.size(-2) && (x.dtype() == kFloat32 || x.dtype() == kFloat64);
+  if (!fused_shapes) return forward_reference(x, positions);
+  const bool same_dtype = cos_table.dtype() == x.dtype();
+  const Tensor c = same_dtype ? cos_table : cos_table.to(x.dtype());
+  const Tensor s = same_dtype ? sin_table : sin_table.to(x.dtype());
+  // rope_rotate checks every position against the table (a clear error for too long a sequence)
+  return rope_rotate(x, c, s, positions);
+}
+
+Tensor RotaryEmbedding::forward_reference(const Tensor& x, const Tensor& positions) const {
   TG_CHECK(x.dim() >= 2 && x.size(-1) == head_dim, "RotaryEmbedding: input {} must be [..., T, D] with D = {}",
            x.shape(), head_dim);
   TG_CHECK(positions.defined() && (positions.dtype() == kInt64 || positions.dtype() == kInt32),

@@ -5,6 +5,8 @@
 // cos/sin tables [max_seq_len, D/2] are built once (in float64, then cast) as non-persistent
 // buffers. Positions are explicit; one ≥ max_seq_len (or < 0) is a tapegrad::Error.
 // (Hugging Face Llama uses "rotate half" instead, with q/k projection rows permuted to match.)
+// forward runs the fused op rope_rotate (one pass each way) when positions are [T]; other position
+// shapes, and forward_reference, use the composition (views + elementwise ops), its test oracle.
 #pragma once
 #include "nn/module.h"
 
@@ -18,6 +20,8 @@ class RotaryEmbedding : public Module {
   // positions 0..T−1
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x, const Tensor& positions) const { return forward(x, positions); }
+  // The same rotation as a composition of autograd ops: forward's reference.
+  Tensor forward_reference(const Tensor& x, const Tensor& positions) const;
 
   double theta;
   int64_t head_dim, max_seq_len;

@@ -18,7 +18,10 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
   check_nonnegative("AdamW", "eps", options.eps_);
 }
 
-void AdamW::step() {
+void AdamW::step() { update(/*fused=*/true); }
+void AdamW::step_reference() { update(/*fused=*/false); }
+
+void AdamW::update(bool fused) {
   NoGradGuard no_grad;  // in-place updates of tensors that require grad
   const double b1 = options_.beta1_, b2 = options_.beta2_, eps = options_.eps_;
   for_each_param_with_grad([&](size_t i, Tensor& p, const Tensor& g, const ParamGroup& group) {
@@ -32,14 +35,15 @@ void AdamW::step() {
     Tensor& step_t = st.at("step");
     Tensor& m = st.at("exp_avg");
     Tensor& v = st.at("exp_avg_sq");
-
     step_t.add_(1.0);  // t ← t + 1
     const double t = step_t.item<double>();
-
+    if (fused) {  // the same formulas in one pass over θ, g, m, v (kernels/cpu/fused_adamw.cpp)
+      adamw_update_(p, g, m, v, AdamWHyper{lr, b1, b2, eps, wd}, static_cast<int64_t>(t));
+      return;
+    }
     if (lr * wd != 0.0) p.mul_(1.0 - lr * wd);  // θ ← θ·(1 − lr·λ)   (decay first, as torch)
     m.mul_(b1).add_(g, 1.0 - b1);               // m ← β1·m + (1 − β1)·g
     v.mul_(b2).add_(g * g, 1.0 - b2);           // v ← β2·v + (1 − β2)·g²
-
     const double bias_correction1 = 1.0 - std::pow(b1, t);  // 1 − β1^t
     const double bias_correction2 = 1.0 - std::pow(b2, t);  // 1 − β2^t
     const double step_size = lr / bias_correction1;

@@ -38,7 +38,10 @@ class AdamW final : public Optimizer {
   // Groups' unset lr / weight decay take options' values; betas and eps are shared by all groups.
   AdamW(std::vector<ParamGroup> groups, AdamWOptions options = AdamWOptions());
 
+  // One update of every parameter with a gradient: one fused kernel per parameter (adamw_update_).
   void step() override;
+  // The same update composed of tensor ops (mul_, add_, sqrt, /): step()'s test oracle.
+  void step_reference();
   const AdamWOptions& options() const { return options_; }
 
  protected:
@@ -46,6 +49,7 @@ class AdamW final : public Optimizer {
   void validate_state(size_t i, const Tensor& param, const std::map<std::string, Tensor>& state) const override;
 
  private:
+  void update(bool fused);
   AdamWOptions options_;
 };
 

@@ -321,7 +321,7 @@ TEST_CASE("Dropout with the same seed draws the same masks", "[nn][classic][drop
   CHECK(vec(s2(x)) == second);
 }
 
-TEST_CASE("Dropout rejects p outside [0, 1)", "[nn][classic][dropout]") {
+TEST_CASE("Dropout rejects p outside 0 to 1 (exclusive)", "[nn][classic][dropout]") {
   CHECK_THROWS_WITH(Dropout(1.0), Catch::Contains("[0, 1)"));
   CHECK_THROWS_AS(Dropout(-0.1), Error);
   CHECK_THROWS_AS(Dropout(1.5, uint64_t{1}), Error);

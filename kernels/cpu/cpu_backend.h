@@ -35,6 +35,33 @@ class CpuBackend final : public Backend {
   void index_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;
   void gather(const TensorView& out, const TensorView& in, int dim, const TensorView& index) override;
   void scatter_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;
+
+  // Fused Transformer kernels (cross-entropy, RMSNorm, SwiGLU): fused_cross_entropy.cpp,
+  // fused_rmsnorm.cpp, fused_swiglu.cpp.
+  void cross_entropy(const TensorView& loss, const TensorView& lse, const TensorView& logits,
+                     const TensorView& targets, int64_t ignore_index) override;
+  void cross_entropy_backward(const TensorView& grad_logits, const TensorView& grad_loss, const TensorView& logits,
+                              const TensorView& targets, const TensorView& lse, int64_t ignore_index) override;
+  void rms_norm(const TensorView& y, const TensorView& rstd, const TensorView& x, const TensorView& weight,
+                double eps) override;
+  void rms_norm_backward(const TensorView& grad_x, const TensorView& grad_weight, const TensorView& grad_y,
+                         const TensorView& x, const TensorView& weight, const TensorView& rstd) override;
+  void swiglu(const TensorView& out, const TensorView& a, const TensorView& b) override;
+  void swiglu_backward(const TensorView& grad_a, const TensorView& grad_b, const TensorView& grad_out,
+                       const TensorView& a, const TensorView& b) override;
+
+  // Fused attention and RoPE: fused_attention.cpp, fused_rope.cpp.
+  void rope(const TensorView& out, const TensorView& in, const TensorView& cos, const TensorView& sin,
+            const TensorView& positions, bool inverse) override;
+  void causal_attention(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                        const TensorView& v, double scale) override;
+  void causal_attention_backward(const TensorView& grad_q, const TensorView& grad_k, const TensorView& grad_v,
+                                 const TensorView& grad_out, const TensorView& q, const TensorView& k,
+                                 const TensorView& v, const TensorView& out, const TensorView& lse,
+                                 double scale) override;
+  // Optimizer kernels: fused_adamw.cpp.
+  void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
+                    const TensorView& exp_avg_sq, const AdamWStep& step) override;
 };
 
 CpuBackend& cpu_backend();

@@ -1,0 +1,36 @@
+// optimizer_kernels.cpp — in-place parameter updates for optim/, one fused kernel each; never recorded
+// on the tape (an optimizer step is not differentiated). optim/ reaches the backend only through here.
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops/op_util.h"
+
+namespace tapegrad {
+
+using detail::backend_of;
+using detail::kview;
+
+void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                   const AdamWHyper& h, int64_t step) {
+  const char* op = "adamw_update_";
+  for (const Tensor* t : {&param, &grad, &exp_avg, &exp_avg_sq}) {
+    detail::check_defined(op, *t);
+    detail::check_same_device(op, param, *t);
+    TG_CHECK(t->shape() == param.shape() && t->dtype() == param.dtype(),
+             "{}: grad and state must match the parameter {} {}, got {} {}", op, param.dtype(), param.shape(),
+             t->dtype(), t->shape());
+  }
+  detail::check_floating(op, param);
+  for (const Tensor* t : {&param, &exp_avg, &exp_avg_sq})
+    TG_CHECK(!(GradMode::enabled() && t->requires_grad()),
+             "{}: in-place update of a tensor of shape {} that requires grad; run it under NoGradGuard", op,
+             t->shape());
+  TG_CHECK(step >= 1, "{}: step must be ≥ 1, got {}", op, step);
+  const double t = static_cast<double>(step);
+  const kernels::AdamWStep s{h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, 1.0 - std::pow(h.beta1, t),
+                             1.0 - std::pow(h.beta2, t)};
+  backend_of(param).adamw_update(kview(param), kview(grad), kview(exp_avg), kview(exp_avg_sq), s);
+  for (const Tensor* x : {&param, &exp_avg, &exp_avg_sq}) x->storage()->bump_version();
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,174 @@
+// train_lm.cpp — bench_train: one full training step of the TransformerLM (zero_grad, forward,
+// cross-entropy, backward, AdamW) timed on the configs of shared/bench/README.md, the twin of
+// shared/bench/torch_lm.py (same model, same optimizer settings, same FLOP count, same output).
+//
+//   bench_train --config micro|small|tiny [--threads N] [--steps 10] [--warmup 3] [--sgemm-n 2048]
+//
+// Model: token embedding → L × [RMSNorm → causal MHA with RoPE → residual; RMSNorm → SwiGLU →
+// residual] → RMSNorm → untied LM head; AdamW(lr 1e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1);
+// uniform random tokens (B, T+1) per step, inputs = [:, :-1], targets = [:, 1:].
+// FLOPs per token (PaLM-style, as torch_lm.py): F = 6·N_mm + 12·L·T·C with
+//   N_mm = L·(4C² + 3·C·d_ff) + C·V (every matmul weight incl. the LM head).
+// Achieved GFLOP/s = tokens/s · F. The ceiling: raw cblas_sgemm (n × n × n) GFLOP/s at the same
+// thread count, timed after training so it does not count in the peak RSS (read from getrusage
+// before the sgemm runs). Prints a summary and a last line `RESULT {json}`.
+#include <cblas.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autograd/tapegrad.h"
+#include "kernels/backend.h"
+#include "nn/loss.h"
+#include "nn/transformer_lm.h"
+#include "optim/adamw.h"
+
+using namespace tapegrad;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct BenchConfig {
+  int64_t vocab, context, d_model, layers, heads, d_ff, batch;
+};
+
+const std::map<std::string, BenchConfig> kConfigs = {
+    {"micro", {512, 64, 64, 2, 4, 172, 32}},
+    {"small", {10000, 128, 256, 4, 8, 688, 16}},
+    {"tiny", {10000, 256, 512, 4, 16, 1344, 8}},
+};
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+// Median GFLOP/s of cblas_sgemm n×n×n (row-major, NN) over `reps` runs after one warm-up.
+double sgemm_gflops(int n, int reps) {
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n, 0.f);
+  std::vector<double> t;
+  for (int r = 0; r <= reps; ++r) {
+    const auto t0 = Clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    if (r > 0) t.push_back(seconds_since(t0));
+  }
+  return 2.0 * n * n * double(n) / median(t) / 1e9;
+}
+
+int usage(const char* why) {
+  std::fprintf(stderr, "bench_train: %s\nusage: bench_train --config micro|small|tiny [--threads N] [--steps 10] "
+               "[--warmup 3] [--sgemm-n 2048]\n", why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_name = "small";
+  int threads = 1, steps = 10, warmup = 3, sgemm_n = 2048;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (!v) return usage(("missing value after " + a).c_str());
+    if (a == "--config") config_name = v;
+    else if (a == "--threads") threads = std::atoi(v);
+    else if (a == "--steps") steps = std::atoi(v);
+    else if (a == "--warmup") warmup = std::atoi(v);
+    else if (a == "--sgemm-n") sgemm_n = std::atoi(v);
+    else return usage(("unknown option " + a).c_str());
+    ++i;
+  }
+  const auto it = kConfigs.find(config_name);
+  if (it == kConfigs.end()) return usage(("unknown config " + config_name).c_str());
+  if (threads < 1 || steps < 1 || warmup < 0 || sgemm_n < 64) return usage("bad numeric option");
+  const BenchConfig c = it->second;
+
+  try {
+    kernels::set_num_threads(threads);
+    Generator gen(0);
+    nn::TransformerLMConfig cfg;
+    cfg.vocab_size = c.vocab, cfg.context_length = c.context, cfg.d_model = c.d_model;
+    cfg.n_layers = c.layers, cfg.n_heads = c.heads, cfg.n_kv_heads = c.heads, cfg.d_ff = c.d_ff;
+    nn::TransformerLM model(cfg, &gen);
+    optim::AdamW opt(model.parameters(), optim::AdamWOptions(1e-3).betas(0.9, 0.95).eps(1e-8).weight_decay(0.1));
+
+    const int64_t n_mm = c.layers * (4 * c.d_model * c.d_model + 3 * c.d_model * c.d_ff) + c.d_model * c.vocab;
+    const double flops_per_token = 6.0 * double(n_mm) + 12.0 * double(c.layers * c.context * c.d_model);
+    const int64_t tokens_per_step = c.batch * c.context;
+    std::printf("tapegrad | threads=%d OPENBLAS_CORETYPE=%s -> OpenBLAS core %s\n", kernels::num_threads(),
+                std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)",
+                kernels::blas_core_name());
+    std::printf("config %s: V=%lld T=%lld d=%lld L=%lld H=%lld d_ff=%lld B=%lld | parameters %lld\n",
+                config_name.c_str(), (long long)c.vocab, (long long)c.context, (long long)c.d_model,
+                (long long)c.layers, (long long)c.heads, (long long)c.d_ff, (long long)c.batch,
+                (long long)model.num_parameters());
+
+    std::vector<double> t_step, t_fwd, t_bwd, t_opt, losses, faults;
+    for (int s = 0; s < warmup + steps; ++s) {
+      Tensor data = randint(0, c.vocab, {c.batch, c.context + 1}, kInt64, &gen);
+      Tensor x = data.slice(1, 0, c.context), y = data.slice(1, 1, c.context + 1);
+      const long faults0 = minor_faults();
+      const auto t0 = Clock::now();
+      opt.zero_grad();
+      Tensor logits = model(x);
+      Tensor loss = nn::cross_entropy(logits, y);
+      const double f = seconds_since(t0);
+      loss.backward();
+      const double b = seconds_since(t0);
+      opt.step();
+      const double total = seconds_since(t0);
+      losses.push_back(loss.item<double>());
+      if (s >= warmup) faults.push_back(double(minor_faults() - faults0));
+      if (s >= warmup) t_step.push_back(total), t_fwd.push_back(f), t_bwd.push_back(b - f), t_opt.push_back(total - b);
+    }
+    const double rss = peak_rss_mib();
+    const double med = median(t_step);
+    const double tps = double(tokens_per_step) / med;
+    const double gflops = tps * flops_per_token / 1e9;
+    const double ceiling = sgemm_gflops(sgemm_n, 5);
+    std::printf("step time: median %.1f ms (min %.1f, max %.1f) over %d steps after %d warm-up\n", med * 1e3,
+                *std::min_element(t_step.begin(), t_step.end()) * 1e3,
+                *std::max_element(t_step.begin(), t_step.end()) * 1e3, steps, warmup);
+    std::printf("  of which fwd+loss %.1f ms, backward %.1f ms, AdamW %.1f ms (medians)\n", median(t_fwd) * 1e3,
+                median(t_bwd) * 1e3, median(t_opt) * 1e3);
+    std::printf("tokens/s: %.0f   model FLOPs/token %.3f M   achieved %.1f GFLOP/s = %.1f%% of sgemm %d^3 (%.1f)\n",
+                tps, flops_per_token / 1e6, gflops, 100 * gflops / ceiling, sgemm_n, ceiling);
+    std::printf("loss: first %.4f last %.4f (ln V = %.4f)   peak RSS %.1f MiB   page faults per step %.0f\n",
+                losses.front(), losses.back(), std::log(double(c.vocab)), rss, median(faults));
+    std::printf("RESULT {\"lib\":\"tapegrad\",\"config\":\"%s\",\"threads\":%d,\"openblas_core\":\"%s\","
+                "\"steps\":%d,\"warmup\":%d,\"tokens_per_step\":%lld,\"step_s_median\":%.6f,\"fwd_s_median\":%.6f,"
+                "\"bwd_s_median\":%.6f,\"opt_s_median\":%.6f,\"tokens_per_s\":%.1f,\"flops_per_token\":%.0f,"
+                "\"gflops_per_s\":%.2f,\"sgemm_gflops\":%.2f,\"sgemm_n\":%d,\"loss_first\":%.6f,\"loss_last\":%.6f,"
+                "\"peak_rss_mib\":%.1f,\"page_faults_per_step\":%.0f}\n",
+                config_name.c_str(), kernels::num_threads(), kernels::blas_core_name(), steps, warmup,
+                (long long)tokens_per_step, med, median(t_fwd), median(t_bwd), median(t_opt), tps, flops_per_token,
+                gflops, ceiling, sgemm_n, losses.front(), losses.back(), rss, median(faults));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
