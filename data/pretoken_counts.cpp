@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -78,10 +79,15 @@ PretokenCounts count_pretokens_in_file(const std::string& path, const std::vecto
                                        int num_threads, size_t block_bytes) {
   const SpecialSplitter splitter(special_tokens);
   const Pretokenizer pretokenizer;
+  // A file smaller than a block per thread is read in smaller blocks, so that every thread gets one.
+  std::error_code unknown;
+  const auto file_bytes = std::filesystem::file_size(path, unknown);
+  const auto threads = size_t(std::max(1, num_threads));
+  if (!unknown && threads > 1) block_bytes = std::min(block_bytes, std::max<size_t>(size_t(1) << 16, file_bytes / threads + 1));
   CutFileReader reader(path, special_tokens, block_bytes);
   std::mutex reader_mutex;
   std::atomic<bool> failed{false};
-  std::vector<PretokenCounts> partial(size_t(std::max(1, num_threads)));
+  std::vector<PretokenCounts> partial(threads);
   run_threads(partial.size(), [&](size_t t) {
     try {
       std::string block;

@@ -19,8 +19,8 @@ PretokenCounts count_pretokens(std::string_view text, const std::vector<std::str
                                int num_threads);
 
 // Same counts as count_pretokens(whole file); each thread takes the next block of about
-// block_bytes (file_blocks.h) until the file ends. Throws tapegrad::Error when the file
-// cannot be opened or read.
+// block_bytes (file_blocks.h; smaller when the file holds less than one block per thread) until the
+// file ends. Throws tapegrad::Error when the file cannot be opened or read.
 PretokenCounts count_pretokens_in_file(const std::string& path, const std::vector<std::string>& special_tokens,
                                        int num_threads, size_t block_bytes);
 
