@@ -51,7 +51,8 @@ std::map<std::string, int64_t> sorted(const Map& counts) {
 
 TEST_CASE("every cut that CutFinder allows splits text exactly as the whole text splits", "[data][stream_train]") {
   const std::vector<std::vector<std::string>> special_sets = {
-      {}, {"<|endoftext|>"}, {"<|endoftext|>", "<|endoftext|><|endoftext|>"}, {"\n", "<|"}};
+      {}, {"<|endoftext|>"}, {"<|endoftext|>", "<|endoftext|><|endoftext|>"}, {"\n", "<|"},
+      {"<|", "|>", "<|endoftext|>"}};
   std::mt19937 rng(1234);
   size_t cuts_checked = 0;
   for (const auto& specials : special_sets) {
