@@ -32,12 +32,18 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   b_shape.push_back(K), b_shape.push_back(N);
   Tensor y = empty(out_shape, Options(a.dtype()).device(a.device()));
   backend_of(a).matmul(kview(y), kview(a, a_shape), kview(b, b_shape), /*accumulate=*/false);
+  // B stored column-major (a transposed view, e.g. the weight Wᵀ of y = x Wᵀ): its gradient is
+  // computed as (Gᵀ A)ᵀ, so it comes out in B's memory order and reaches W contiguous, with no copy.
+  const int64_t bs = b.strides()[nb - 2], bt = b.strides()[nb - 1];
+  const bool b_column_major = K > 1 && N > 1 && bs == 1 && bt >= K;
   if (needs_grad(a, b))
     record("matmul", {&a, &b}, y,
-           [sa = SavedTensor(b.requires_grad() ? a : Tensor()), sb = SavedTensor(a.requires_grad() ? b : Tensor())](
-               const Tensor& g, GradInputs& dx) {
+           [sa = SavedTensor(b.requires_grad() ? a : Tensor()), sb = SavedTensor(a.requires_grad() ? b : Tensor()),
+            b_column_major](const Tensor& g, GradInputs& dx) {
              if (dx.needs(0)) dx[0] = matmul(g, sb.get().transpose(-2, -1));  // G @ Bᵀ
-             if (dx.needs(1)) dx[1] = matmul(sa.get().transpose(-2, -1), g);  // Aᵀ @ G
+             if (dx.needs(1))                                                 // Aᵀ @ G
+               dx[1] = b_column_major ? matmul(g.transpose(-2, -1), sa.get()).transpose(-2, -1)
+                                      : matmul(sa.get().transpose(-2, -1), g);
            });
   return y;
 }
