@@ -69,6 +69,27 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
   return out;
 }
 
+void Module::to(Device device) {
+  // Plan: a copy on `device` for each tensor not already there (each TensorImpl once: tied or
+  // shared tensors move together). Commit only when every copy succeeded.
+  std::vector<std::pair<TensorImpl*, Tensor>> moves;
+  std::set<const TensorImpl*> seen;
+  auto plan = [&](const Tensor& t) {
+    if (t.defined() && t.device() != device && seen.insert(t.impl().get()).second)
+      moves.emplace_back(t.impl().get(), t.detach().to(device));
+  };
+  for (const auto& [name, p] : named_parameters()) {
+    plan(p);
+    plan(p.grad());
+  }
+  for (const auto& [name, b] : named_buffers()) plan(b);
+  for (auto& [impl, moved] : moves) {
+    impl->storage = moved.impl()->storage;
+    impl->strides = moved.strides();
+    impl->offset = moved.offset();
+  }
+}
+
 NamedTensors Module::named_buffers(bool recurse) const {
   NamedTensors out;
   collect_buffers("", recurse, false, out);

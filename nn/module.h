@@ -61,6 +61,11 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
+  // Moves every parameter (with its .grad) and every buffer to `device`, in place: the handles
+  // subclasses hold see the move. All copies are made first, so a device that is not available
+  // (no CUDA backend in this build or machine) is a tapegrad::Error and nothing has moved.
+  void to(Device device);
+
   // Parameters and persistent buffers by dotted name (handles to the live tensors, not copies).
   StateDict state_dict() const;
   // Copies values (converting dtype) into the live parameters/buffers, without recording.

@@ -426,3 +426,32 @@ TEST_CASE("attention with RoPE depends only on relative positions", "[nn]") {
   CHECK_THROWS_WITH(attn(x, arange(12, 17)), Catch::Contains("outside the table"));
   CHECK_THROWS_AS(attn(x, arange(0, 4)), Error);  // positions must be [T]
 }
+
+TEST_CASE("Module to(device) moves in place, or refuses an unavailable device and moves nothing", "[nn]") {
+  Generator gen(4);
+  nn::TransformerLMConfig cfg;
+  cfg.vocab_size = 11, cfg.context_length = 6, cfg.d_model = 8, cfg.n_layers = 1, cfg.n_heads = 2, cfg.d_ff = 16;
+  nn::TransformerLM lm(cfg, &gen);
+  const Tensor ids = from_vector<int64_t>({1, 2, 3, 4}, {1, 4});
+  const std::vector<float> before = lm(ids).to_vector<float>();
+  const Tensor w = lm.token_embeddings->weight;  // a handle the module also holds
+  const void* data = w.data_ptr();
+  lm.to(Device::cpu());  // already there: nothing is copied
+  CHECK(w.data_ptr() == data);
+  bool moved = false;
+  try {
+    lm.to(Device::cuda(0));
+    moved = true;
+  } catch (const Error& e) {
+    // No CUDA backend in this build/machine: a clear error, and every tensor stayed where it was.
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("cuda") != std::string::npos);
+    for (const auto& [name, p] : lm.named_parameters()) CHECK(p.device() == Device::cpu());
+    CHECK(w.data_ptr() == data);
+  }
+  if (moved) {  // a CUDA machine: the held handle moved too, and the round trip keeps every value
+    CHECK(w.device() == Device::cuda(0));
+    lm.to(Device::cpu());
+  }
+  CHECK(lm(ids).to_vector<float>() == before);
+}
