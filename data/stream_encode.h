@@ -1,9 +1,13 @@
 // stream_encode.h — encodes a text file into a token file without holding either in memory.
 //
-// The input is read in blocks and cut only right after a special token (e.g. "<|endoftext|>")
-// whose match is final, so the ids are exactly those of tokenizer.encode(whole file). Text with no
-// special token for a long stretch is buffered until one appears (or the file ends): memory grows
-// with the longest run between special tokens.
+// The input is read through CutFileReader (file_blocks.h): blocks of block_bytes that end at a cut
+// of cut_finder.h (after a special token the splitter must choose, or at a single '\n' between ASCII
+// graphic characters), so each block encodes on its own and the ids are exactly those of
+// tokenizer.encode(whole file). Memory is bounded by the block size: about two blocks of text plus
+// one block's ids. When a block holds no cut, the reader appends the next block_bytes and looks
+// again (the block grows until a cut or the end of the file), so the ids stay exact and memory then
+// grows with the longest stretch without a cut — which takes text without a special token and
+// without a newline between ASCII graphic characters (e.g. minified text on one line).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,6 +17,7 @@
 namespace tapegrad::data {
 
 // Returns the number of tokens written. The token file's vocab_size is tokenizer.vocab_size().
+// block_bytes (> 0) is the read size; tiny values are valid (and used by the tests).
 uint64_t encode_file_to_token_file(Tokenizer& tokenizer, const std::string& text_path, const std::string& token_path,
                                    size_t block_bytes = size_t(1) << 20);
 
