@@ -43,6 +43,9 @@ class AdamW final : public Optimizer {
   // The same update composed of tensor ops (mul_, add_, sqrt, /): step()'s test oracle.
   void step_reference();
   const AdamWOptions& options() const { return options_; }
+  std::map<std::string, double> fixed_hyperparameters() const override {
+    return {{"beta1", options_.beta1_}, {"beta2", options_.beta2_}, {"eps", options_.eps_}};
+  }
 
  protected:
   std::vector<std::string> state_buffers() const override { return {"step", "exp_avg", "exp_avg_sq"}; }

@@ -12,8 +12,6 @@
 
 #include "autograd/io/safetensors.h"
 #include "kernels/error.h"
-#include "optim/adamw.h"
-#include "optim/sgd.h"
 
 namespace tapegrad::optim {
 
@@ -50,12 +48,6 @@ class Meta {
   const std::string& path_;
   const std::map<std::string, std::string>& m_;
 };
-
-std::vector<std::string> fixed_names(const std::string& kind) {
-  if (kind == "AdamW") return {"beta1", "beta2", "eps"};
-  if (kind == "SGD") return {"momentum"};
-  return {};
-}
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -120,15 +112,8 @@ std::string sizes(const std::vector<int64_t>& v) {
 
 OptimizerInfo describe_optimizer(const Optimizer& optimizer) {
   OptimizerInfo info;
-  if (const auto* adamw = dynamic_cast<const AdamW*>(&optimizer)) {
-    info.kind = "AdamW";
-    info.fixed = {{"beta1", adamw->options().beta1_}, {"beta2", adamw->options().beta2_}, {"eps", adamw->options().eps_}};
-  } else if (const auto* sgd = dynamic_cast<const SGD*>(&optimizer)) {
-    info.kind = "SGD";
-    info.fixed = {{"momentum", sgd->options().momentum_}};
-  } else {
-    throw Error("checkpoint: only AdamW and SGD optimizers can be checkpointed");
-  }
+  info.kind = optimizer.kind();
+  info.fixed = optimizer.fixed_hyperparameters();
   for (size_t g = 0; g < optimizer.num_groups(); ++g) {
     info.lr.push_back(optimizer.lr(g));
     info.weight_decay.push_back(optimizer.weight_decay(g));
@@ -179,7 +164,7 @@ void save_checkpoint(const std::string& path, const TensorMap& model_state, cons
   meta["rng.has_spare"] = rng.has_spare ? "1" : "0";
   meta["rng.spare"] = exact(rng.spare);
   meta["optim.kind"] = info.kind;
-  for (const auto& [k, v] : info.fixed) meta["optim." + k] = exact(v);
+  for (const auto& [k, v] : info.fixed) meta["optim.fixed." + k] = exact(v);
   meta["optim.groups"] = fmt::format("{}", info.lr.size());
   for (size_t g = 0; g < info.lr.size(); ++g) {
     meta[fmt::format("optim.group.{}.params", g)] = fmt::format("{}", info.group_sizes[g]);
@@ -229,9 +214,9 @@ Checkpoint read_checkpoint(const std::string& path) {
 
   OptimizerInfo& info = ck.optimizer;
   info.kind = meta.str("optim.kind");
-  const std::vector<std::string> fixed = fixed_names(info.kind);
-  TG_CHECK(!fixed.empty(), "checkpoint '{}': unknown optimizer kind '{}' (known: AdamW, SGD)", path, info.kind);
-  for (const std::string& k : fixed) info.fixed[k] = meta.num<double>("optim." + k);
+  TG_CHECK(!info.kind.empty(), "checkpoint '{}': metadata 'optim.kind' is empty", path);
+  for (const auto& [k, v] : metadata)  // the optimizer's fixed hyperparameters: "optim.fixed.<name>"
+    if (k.starts_with("optim.fixed.")) info.fixed[k.substr(12)] = meta.num<double>(k);
   const auto groups = meta.num<int64_t>("optim.groups");
   TG_CHECK(groups >= 1 && groups <= 1'000'000, "checkpoint '{}': 'optim.groups' = {} is out of range", path, groups);
   for (int64_t g = 0; g < groups; ++g) {

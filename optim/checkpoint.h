@@ -43,8 +43,8 @@ using TensorMap = std::map<std::string, Tensor>;
 // The optimizer's kind and hyperparameters as stored. Fixed ones (AdamW: beta1, beta2, eps;
 // SGD: momentum) must match on load; the per-group ones (lr, weight decay) are restored.
 struct OptimizerInfo {
-  std::string kind;                     // "AdamW" or "SGD"
-  std::map<std::string, double> fixed;  // "beta1", "beta2", "eps" / "momentum"
+  std::string kind;                     // Optimizer::kind(): "AdamW", "SGD", …
+  std::map<std::string, double> fixed;  // Optimizer::fixed_hyperparameters(): "beta1", "beta2", "eps" / "momentum"
   std::vector<double> lr, weight_decay; // one per group
   std::vector<int64_t> group_sizes;     // parameters per group
 };
@@ -60,7 +60,7 @@ struct Checkpoint {
   OptimizerInfo optimizer;
 };
 
-// The optimizer's kind and hyperparameters (throws for an optimizer other than AdamW and SGD).
+// The optimizer's kind and hyperparameters (Optimizer::kind, fixed_hyperparameters, per-group lr/decay).
 OptimizerInfo describe_optimizer(const Optimizer& optimizer);
 
 // Writes the checkpoint atomically (see above). `model_state` is e.g. Module::state_dict();

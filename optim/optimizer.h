@@ -64,6 +64,12 @@ class Optimizer {
   // Every parameter, groups in order (the index used in state names).
   std::vector<Tensor> params() const;
 
+  // The optimizer's kind ("AdamW", "SGD"; also the prefix of its error messages) and its
+  // hyperparameters shared by all groups (AdamW: beta1, beta2, eps; SGD: momentum, …): what a
+  // checkpoint records and requires to match on load (per-group lr / weight decay are separate).
+  const std::string& kind() const { return name_; }
+  virtual std::map<std::string, double> fixed_hyperparameters() const = 0;
+
   // Copies of the per-parameter state (see the header comment for the names).
   StateList state() const;
   // Restores state saved by state() of an optimizer of the same kind over parameters of the same

@@ -30,6 +30,7 @@ class SGD final : public Optimizer {
 
   void step() override;
   const SGDOptions& options() const { return options_; }
+  std::map<std::string, double> fixed_hyperparameters() const override { return {{"momentum", options_.momentum_}}; }
 
  protected:
   std::vector<std::string> state_buffers() const override { return {"momentum_buffer"}; }
