@@ -45,9 +45,17 @@ CausalSelfAttention::CausalSelfAttention(int64_t d, int64_t h, int64_t hkv, std:
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& positions) const {
+  return attend(x, positions, /*fused=*/true);
+}
+
+Tensor CausalSelfAttention::forward_reference(const Tensor& x, const Tensor& positions) const {
+  return attend(x, positions, /*fused=*/false);
+}
+
+Tensor CausalSelfAttention::attend(const Tensor& x, const Tensor& positions, bool fused) const {
   TG_CHECK(x.dim() == 3 && x.size(2) == d_model, "CausalSelfAttention: input must be [B, T, {}], got {}", d_model,
            x.shape());
-  const int64_t B = x.size(0), T = x.size(1), H = n_heads, Hkv = n_kv_heads, D = head_dim;
+  const int64_t B = x.size(0), T = x.size(1), H = n_heads, Hkv = n_kv_heads, G = H / Hkv, D = head_dim;
   Tensor pos = positions.defined() ? positions : arange(static_cast<double>(T));
   TG_CHECK(pos.dim() == 1 && pos.size(0) == T, "CausalSelfAttention: positions must be [T] = [{}], got {}", T,
            pos.shape());
@@ -56,36 +64,19 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& positions) co
   Tensor k = k_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);  // [B, Hkv, T, D]
   Tensor v = v_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);
   if (rope) {
-    q = rope->forward(q, pos);
-    k = rope->forward(k, pos);
+    q = fused ? rope->forward(q, pos) : rope->forward_reference(q, pos);
+    k = fused ? rope->forward(k, pos) : rope->forward_reference(k, pos);
   }
-  Tensor y = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)));  // [B, H, T, D]
-  y = y.transpose(1, 2).reshape({B, T, H * D});  // a view: the output is stored [B, T, H, D]
+  Tensor y;
+  if (fused) {
+    y = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)));  // [B, H, T, D], stored [B, T, H, D]
+  } else {
+    // GQA: query head h = kv·G + g reads kv head kv = h / G: [B, Hkv, G, T, D] against [B, Hkv, 1, T, D]
+    y = scaled_dot_product_attention(q.reshape({B, Hkv, G, T, D}), k.unsqueeze(2), v.unsqueeze(2), causal_mask(T));
+    y = y.reshape({B, H, T, D});
+  }
+  y = y.transpose(1, 2).reshape({B, T, H * D});  // heads back side by side (a view on the fused path)
   return output_proj->forward(y);                 // [B, T, C]
-}
-
-Tensor CausalSelfAttention::forward_reference(const Tensor& x, const Tensor& positions) const {
-  TG_CHECK(x.dim() == 3 && x.size(2) == d_model, "CausalSelfAttention: input must be [B, T, {}], got {}", d_model,
-           x.shape());
-  const int64_t B = x.size(0), T = x.size(1), H = n_heads, Hkv = n_kv_heads, G = H / Hkv, D = head_dim;
-  Tensor pos = positions.defined() ? positions : arange(static_cast<double>(T));
-  TG_CHECK(pos.dim() == 1 && pos.size(0) == T, "CausalSelfAttention: positions must be [T] = [{}], got {}", T,
-           pos.shape());
-  // [B, T, H·D] → [B, T, H, D] → [B, H, T, D]
-  Tensor q = q_proj->forward(x).view({B, T, H, D}).transpose(1, 2);
-  Tensor k = k_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);  // [B, Hkv, T, D]
-  Tensor v = v_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);
-  if (rope) {
-    q = rope->forward_reference(q, pos);
-    k = rope->forward_reference(k, pos);
-  }
-  // GQA: query head h = kv·G + g reads kv head kv = h / G.
-  q = q.reshape({B, Hkv, G, T, D});  // [B, Hkv, G, T, D]
-  k = k.unsqueeze(2);                // [B, Hkv, 1, T, D]
-  v = v.unsqueeze(2);
-  Tensor y = scaled_dot_product_attention(q, k, v, causal_mask(T));  // [B, Hkv, G, T, D]
-  y = y.reshape({B, H, T, D}).transpose(1, 2).reshape({B, T, H * D});  // heads back side by side
-  return output_proj->forward(y);                                      // [B, T, C]
 }
 
 }  // namespace tapegrad::nn

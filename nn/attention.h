@@ -39,6 +39,10 @@ class CausalSelfAttention : public Module {
   int64_t d_model, n_heads, n_kv_heads, head_dim;
   std::shared_ptr<RotaryEmbedding> rope;
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, output_proj;  // [H·D, C], [Hkv·D, C] ×2, [C, H·D]
+
+ private:
+  // forward (fused = true) and forward_reference (fused = false): the same projections, either path.
+  Tensor attend(const Tensor& x, const Tensor& positions, bool fused) const;
 };
 
 }  // namespace tapegrad::nn

@@ -1,27 +1,13 @@
 // transformer_lm_config.cpp — TransformerLMConfig ↔ string map (the `config.<key>` entries of a
-// checkpoint). Exact: integers in decimal, doubles in fmt's shortest round-trip form (parsed back
-// with std::from_chars, which is correctly rounded, so the bits come back unchanged).
-#include <charconv>
+// checkpoint). Exact: integers in decimal, doubles via autograd/io/exact_number.h, so the bits
+// come back unchanged.
 #include <cstring>
-#include <system_error>
 #include <vector>
 
+#include "autograd/io/exact_number.h"
 #include "nn/transformer_lm.h"
 
 namespace tapegrad::nn {
-
-namespace {
-
-// Parses all of `s` as a T (int64_t or double); false when anything is left over or out of range.
-template <class T>
-bool parse_all(const std::string& s, T& out) {
-  if (s.empty()) return false;
-  const char* end = s.data() + s.size();
-  auto [ptr, ec] = std::from_chars(s.data(), end, out);
-  return ec == std::errc() && ptr == end;
-}
-
-}  // namespace
 
 std::map<std::string, std::string> TransformerLMConfig::to_config_map() const {
   return {
@@ -32,9 +18,9 @@ std::map<std::string, std::string> TransformerLMConfig::to_config_map() const {
       {"n_heads", fmt::format("{}", n_heads)},
       {"n_kv_heads", fmt::format("{}", n_kv_heads)},
       {"d_ff", fmt::format("{}", d_ff)},
-      {"rope_theta", fmt::format("{}", rope_theta)},  // shortest round-trip form
+      {"rope_theta", format_exact(rope_theta)},
       {"tie_embeddings", tie_embeddings ? "true" : "false"},
-      {"eps", fmt::format("{}", eps)},
+      {"eps", format_exact(eps)},
       {"dtype", dtype_name(dtype)},
   };
 }
@@ -54,11 +40,11 @@ TransformerLMConfig TransformerLMConfig::from_config_map(const std::map<std::str
     return &it->second;
   };
   auto int_field = [&](const char* key, int64_t& out) {
-    if (const std::string* v = find(key); v && !parse_all(*v, out))
+    if (const std::string* v = find(key); v && !parse_exact(*v, out))
       problems.push_back(fmt::format("'{}' = '{}' is not an integer", key, *v));
   };
   auto double_field = [&](const char* key, double& out) {
-    if (const std::string* v = find(key); v && !parse_all(*v, out))
+    if (const std::string* v = find(key); v && !parse_exact(*v, out))
       problems.push_back(fmt::format("'{}' = '{}' is not a number", key, *v));
   };
   int_field("vocab_size", c.vocab_size);

@@ -3,29 +3,18 @@
 // in fmt's shortest round-trip form, read back with std::from_chars (correctly rounded → same bits).
 #include "optim/checkpoint.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <set>
-#include <system_error>
 #include <vector>
 
+#include "autograd/io/exact_number.h"
 #include "autograd/io/safetensors.h"
 #include "kernels/error.h"
 
 namespace tapegrad::optim {
 
 namespace {
-
-std::string exact(double v) { return fmt::format("{}", v); }  // shortest form that reads back to v
-
-template <class T>
-bool parse_all(const std::string& s, T& out) {
-  if (s.empty()) return false;
-  const char* end = s.data() + s.size();
-  auto [ptr, ec] = std::from_chars(s.data(), end, out);
-  return ec == std::errc() && ptr == end;
-}
 
 // Typed access to the "__metadata__" strings; every problem names the file and the key.
 class Meta {
@@ -40,7 +29,7 @@ class Meta {
   T num(const std::string& key) const {
     const std::string& s = str(key);
     T v{};
-    TG_CHECK(parse_all(s, v), "checkpoint '{}': metadata '{}' = '{}' is not a valid number", path_, key, s);
+    TG_CHECK(parse_exact(s, v), "checkpoint '{}': metadata '{}' = '{}' is not a valid number", path_, key, s);
     return v;
   }
 
@@ -162,14 +151,14 @@ void save_checkpoint(const std::string& path, const TensorMap& model_state, cons
   const Generator::State rng = generator.state();
   for (size_t i = 0; i < rng.s.size(); ++i) meta[fmt::format("rng.s{}", i)] = fmt::format("{}", rng.s[i]);
   meta["rng.has_spare"] = rng.has_spare ? "1" : "0";
-  meta["rng.spare"] = exact(rng.spare);
+  meta["rng.spare"] = format_exact(rng.spare);
   meta["optim.kind"] = info.kind;
-  for (const auto& [k, v] : info.fixed) meta["optim.fixed." + k] = exact(v);
+  for (const auto& [k, v] : info.fixed) meta["optim.fixed." + k] = format_exact(v);
   meta["optim.groups"] = fmt::format("{}", info.lr.size());
   for (size_t g = 0; g < info.lr.size(); ++g) {
     meta[fmt::format("optim.group.{}.params", g)] = fmt::format("{}", info.group_sizes[g]);
-    meta[fmt::format("optim.group.{}.lr", g)] = exact(info.lr[g]);
-    meta[fmt::format("optim.group.{}.weight_decay", g)] = exact(info.weight_decay[g]);
+    meta[fmt::format("optim.group.{}.lr", g)] = format_exact(info.lr[g]);
+    meta[fmt::format("optim.group.{}.weight_decay", g)] = format_exact(info.weight_decay[g]);
   }
   for (const auto& [k, v] : config) meta["config." + k] = v;
   meta["checksum"] = checksum(meta, tensors);
@@ -256,7 +245,7 @@ int64_t load_checkpoint(const std::string& path, const ModelLoader& load_model, 
            path, theirs.kind, mine.kind);
   std::vector<std::string> hyper;
   for (const auto& [k, v] : mine.fixed)
-    if (theirs.fixed.at(k) != v) hyper.push_back(fmt::format("{} {} (file) vs {} (optimizer)", k, exact(theirs.fixed.at(k)), exact(v)));
+    if (theirs.fixed.at(k) != v) hyper.push_back(fmt::format("{} {} (file) vs {} (optimizer)", k, format_exact(theirs.fixed.at(k)), format_exact(v)));
   TG_CHECK(hyper.empty(), "load_checkpoint: '{}': {} hyperparameters differ: {}", path, mine.kind, join(hyper));
   TG_CHECK(theirs.group_sizes == mine.group_sizes,
            "load_checkpoint: '{}': the checkpoint's optimizer has parameter groups of sizes [{}] but this one [{}]", path,

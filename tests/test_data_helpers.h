@@ -1,13 +1,17 @@
 // test_data_helpers.h — shared helpers for the tests/test_data_*.cpp files: paths into ../shared,
-// reading files, hex decoding, a scratch directory.
+// reading files, hex decoding, a scratch directory, the GPT-2 model, token files read back.
 #pragma once
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
+
+#include "data/gpt2_files.h"
+#include "data/token_file.h"
 
 namespace tapegrad::data::testing {
 
@@ -53,5 +57,20 @@ struct ScratchDir {
   }
   std::string file(const std::string& name) const { return (path / name).string(); }
 };
+
+// The CS336 GPT-2 vocab/merges with <|endoftext|> as a special token (loaded once).
+inline const BpeModel& gpt2_model_with_endoftext() {
+  static const BpeModel model = load_gpt2_files(cs336_path("tests/fixtures/gpt2_vocab.json"),
+                                                cs336_path("tests/fixtures/gpt2_merges.txt"), {"<|endoftext|>"});
+  return model;
+}
+
+// Every token of a token file.
+inline std::vector<uint32_t> read_tokens(const std::string& path) {
+  const TokenFile file(path);
+  std::vector<uint32_t> out(file.size());
+  for (uint64_t i = 0; i < file.size(); ++i) out[i] = file[i];
+  return out;
+}
 
 }  // namespace tapegrad::data::testing

@@ -19,19 +19,6 @@ using namespace tapegrad::data::testing;
 
 namespace {
 
-std::vector<uint32_t> read_tokens(const std::string& path) {
-  const TokenFile file(path);
-  std::vector<uint32_t> out(file.size());
-  for (uint64_t i = 0; i < file.size(); ++i) out[i] = file[i];
-  return out;
-}
-
-const BpeModel& gpt2_model() {
-  static const BpeModel model = load_gpt2_files(cs336_path("tests/fixtures/gpt2_vocab.json"),
-                                                cs336_path("tests/fixtures/gpt2_merges.txt"), {"<|endoftext|>"});
-  return model;
-}
-
 // Writes `text`, stream-encodes it with each block size and checks the ids against encode(text).
 void check_stream_encode(Tokenizer& tokenizer, const std::string& text, const std::vector<size_t>& blocks,
                          const ScratchDir& dir) {
@@ -70,7 +57,7 @@ std::string random_text(std::mt19937& rng, size_t fragments, bool with_specials)
 
 TEST_CASE("stream encode of a shared corpus with tiny blocks gives the ids of encode", "[data][stream_encode]") {
   ScratchDir dir("stream_encode_corpus");
-  Tokenizer tokenizer(gpt2_model());
+  Tokenizer tokenizer(gpt2_model_with_endoftext());
   // Shakespeare has no special token: every cut is a newline between ASCII graphic characters
   const std::string text = read_all(corpora_path("tinyshakespeare.txt")).substr(0, 120000);
   check_stream_encode(tokenizer, text, {1, 2, 5, 13, 64, 4096, size_t(1) << 20}, dir);
@@ -112,9 +99,9 @@ TEST_CASE("stream encode of many lines without special tokens keeps blocks small
     for (unsigned w = rng() % 6; w > 0; --w) text += " " + words[rng() % words.size()];
     text += rng() % 2 ? ".\n" : "!\n";
   }
-  Tokenizer gpt2(gpt2_model());
+  Tokenizer gpt2(gpt2_model_with_endoftext());
   check_stream_encode(gpt2, text, {1, 7, 32, 64, 1000}, dir);
-  BpeModel no_specials = gpt2_model();
+  BpeModel no_specials = gpt2_model_with_endoftext();
   no_specials.special_tokens.clear();
   Tokenizer plain(std::move(no_specials));
   check_stream_encode(plain, text, {1, 7, 64}, dir);
@@ -128,7 +115,7 @@ TEST_CASE("stream encode of many lines without special tokens keeps blocks small
 
 TEST_CASE("stream encode of a text with no cut grows the block and still gives the ids of encode", "[data][stream_encode]") {
   ScratchDir dir("stream_encode_nocut");
-  Tokenizer tokenizer(gpt2_model());
+  Tokenizer tokenizer(gpt2_model_with_endoftext());
   // one line of words and spaces, newlines only next to spaces: no position is a cut
   std::string text;
   for (int i = 0; i < 3000; ++i) text += i % 50 == 49 ? " \n " : " word";
@@ -142,7 +129,7 @@ TEST_CASE("stream encode of a text with no cut grows the block and still gives t
 
 TEST_CASE("stream encode rejects a zero block size and a missing file", "[data][stream_encode]") {
   ScratchDir dir("stream_encode_errors");
-  Tokenizer tokenizer(gpt2_model());
+  Tokenizer tokenizer(gpt2_model_with_endoftext());
   write_all(dir.file("t.txt"), "hello\nworld");
   CHECK_THROWS_WITH(encode_file_to_token_file(tokenizer, dir.file("t.txt"), dir.file("t.tok"), 0),
                     Catch::Contains("block_bytes"));

@@ -16,26 +16,9 @@ using namespace tapegrad;
 using namespace tapegrad::data;
 using namespace tapegrad::data::testing;
 
-namespace {
-
-std::vector<uint32_t> read_tokens(const std::string& path) {
-  const TokenFile file(path);
-  std::vector<uint32_t> out(file.size());
-  for (uint64_t i = 0; i < file.size(); ++i) out[i] = file[i];
-  return out;
-}
-
-const BpeModel& gpt2_model() {
-  static const BpeModel model = load_gpt2_files(cs336_path("tests/fixtures/gpt2_vocab.json"),
-                                                cs336_path("tests/fixtures/gpt2_merges.txt"), {"<|endoftext|>"});
-  return model;
-}
-
-}  // namespace
-
 TEST_CASE("streaming encode into a token file gives the ids of encoding the whole text", "[data][stream]") {
   ScratchDir dir("stream_encode");
-  Tokenizer tokenizer(gpt2_model());
+  Tokenizer tokenizer(gpt2_model_with_endoftext());
   // 200 KB of TinyStories with <|endoftext|> every ~800 bytes, cut into small blocks so that blocks end
   // inside special tokens, inside UTF-8 characters and inside words
   const std::string text = read_all(corpora_path("tinystories_train_head2MiB.txt")).substr(0, 200000);
@@ -55,7 +38,7 @@ TEST_CASE("streaming encode into a token file gives the ids of encoding the whol
 
 TEST_CASE("a Hugging Face tokenizer.json loads and encodes like tiktoken", "[data][hf]") {
   ScratchDir dir("hf_json");
-  const BpeModel& gpt2 = gpt2_model();
+  const BpeModel& gpt2 = gpt2_model_with_endoftext();
   // Write the GPT-2 fixture in tokenizer.json form: "<|endoftext|>" only as an added special token,
   // half the merges as "a b" strings and half as pairs.
   nlohmann::json vocab = nlohmann::json::object(), merges = nlohmann::json::array();
@@ -95,7 +78,7 @@ TEST_CASE("a Hugging Face tokenizer.json loads and encodes like tiktoken", "[dat
 }
 
 TEST_CASE("encode_parallel gives the ids of encode", "[data][stream]") {
-  Tokenizer tokenizer(gpt2_model());
+  Tokenizer tokenizer(gpt2_model_with_endoftext());
   const std::string text = read_all(corpora_path("tinystories_train_head2MiB.txt"));
   const std::vector<uint32_t> serial = tokenizer.encode(text);
   for (int threads : {1, 2, 3, 8}) {

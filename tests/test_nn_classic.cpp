@@ -17,6 +17,7 @@
 #include "nn/learned_positional.h"
 #include "nn/multihead_attention.h"
 #include "nn/sinusoidal_positional.h"
+#include "tests/nn_test_helpers.h"
 
 using namespace tapegrad;
 using namespace tapegrad::nn;
@@ -30,22 +31,9 @@ Tensor rnd64(const Shape& s, uint64_t seed, bool grad = true) {
   return randn(s, Options(kFloat64).requires_grad(grad), &g);
 }
 
-// A scalar through fixed random weights: one backward checks every output element.
-Tensor project(const Tensor& y, uint64_t seed = 11) {
-  Generator g(seed);
-  return (y * randn(y.shape(), y.dtype(), &g)).sum();
-}
-
-void require_gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs) {
-  auto r = gradcheck(fn, inputs);
-  INFO(r.message);
-  REQUIRE(r.ok);
-}
-
-std::vector<Tensor> with_params(std::vector<Tensor> in, const Module& m) {
-  for (auto& p : m.parameters()) in.push_back(p);
-  return in;
-}
+using testing::require_gradcheck;
+using testing::with_params;
+Tensor project(const Tensor& y) { return testing::project(y, 11); }
 
 // Every parameter of m set to N(0, scale²) values (so biases and LayerNorm weights are not 0 / 1).
 void randomize(Module& m, uint64_t seed, double scale = 0.5) {

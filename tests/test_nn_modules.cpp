@@ -9,30 +9,16 @@
 #include "nn/block.h"
 #include "nn/loss.h"
 #include "nn/transformer_lm.h"
+#include "tests/nn_test_helpers.h"
 
 using namespace tapegrad;
 using namespace tapegrad::nn;
 
 namespace {
 
-// A scalar from a tensor through fixed random weights: one backward checks every output element.
-Tensor project(const Tensor& y, uint64_t seed = 7) {
-  Generator g(seed);
-  return (y * randn(y.shape(), y.dtype(), &g)).sum();
-}
-
-void require_gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs) {
-  auto r = gradcheck(fn, inputs);
-  INFO(r.message);
-  REQUIRE(r.ok);
-}
-
-// inputs = {x, every parameter of m} (all float64 leaves).
-std::vector<Tensor> with_params(const Tensor& x, const Module& m) {
-  std::vector<Tensor> in{x};
-  for (auto& p : m.parameters()) in.push_back(p);
-  return in;
-}
+using testing::require_gradcheck;
+using testing::with_params;
+Tensor project(const Tensor& y) { return testing::project(y, 7); }
 
 Tensor rand64(const Shape& s, uint64_t seed) {
   Generator g(seed);

@@ -47,7 +47,7 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha
 inline float exp_of(float x) { return fast_exp(x); }
 inline double exp_of(double x) { return std::exp(x); }
 
-// The [B, H, T, D] view of one tensor: pointer to (b, h, 0, 0) and the T stride.
+// The [B, H, T, D] (or [B, H, T] for lse) view of one tensor: pointer to (b, h, 0, …) and the T stride.
 template <class T>
 struct HeadView {
   T* base;
@@ -57,6 +57,14 @@ struct HeadView {
 template <class T>
 HeadView<T> head_view(const TensorView& v) {
   return {static_cast<T*>(v.data), v.strides[0], v.strides[1], v.strides[2]};
+}
+
+// The sizes of one call: q [B, H, T, D], k and v [B, Hkv, T, D], G = H / Hkv query heads per kv head.
+struct AttentionSizes {
+  int64_t B, H, T, D, Hkv, G;
+};
+AttentionSizes sizes_of(const TensorView& q, const TensorView& k) {
+  return {q.shape[0], q.shape[1], q.shape[2], q.shape[3], k.shape[1], q.shape[1] / k.shape[1]};
 }
 
 // Runs task(b, kv, scratch) for every (batch, kv head) pair over the OpenMP threads.
@@ -78,10 +86,9 @@ void CpuBackend::causal_attention(const TensorView& out, const TensorView& lse, 
                                   const TensorView& k, const TensorView& v, double scale) {
   dispatch_floating(q.dtype, "causal_attention", [&](auto tag) {
     using T = decltype(tag);
-    const int64_t B = q.shape[0], H = q.shape[1], Tn = q.shape[2], D = q.shape[3], Hkv = k.shape[1], G = H / Hkv;
+    const auto [B, H, Tn, D, Hkv, G] = sizes_of(q, k);
     const auto Q = head_view<T>(q), K = head_view<T>(k), V = head_view<T>(v), O = head_view<T>(out);
-    const auto L = HeadView<T>{static_cast<T*>(lse.data), lse.strides[0], lse.strides[1], 0};
-    const int64_t ls = lse.strides[2];
+    const auto L = head_view<T>(lse);
     for_each_kv_head<T>(B, Hkv, size_t(kBlock * Tn), [&](int64_t b, int64_t kv, T* S) {
       const T* kp = K.at(b, kv);
       const T* vp = V.at(b, kv);
@@ -110,7 +117,7 @@ void CpuBackend::causal_attention(const TensorView& out, const TensorView& lse, 
 #pragma omp simd
             for (int64_t j = 0; j < n; ++j) srow[j] *= inv;
             std::fill(srow + n, srow + r1, T(0));  // masked keys of this block
-            lp[(r0 + i) * ls] = m + std::log(sum);
+            lp[(r0 + i) * L.st] = m + std::log(sum);
           }
           // O[r0:r1] = P[rows, r1] V[0:r1]
           gemm(false, false, rows, D, r1, 1.0, S, Tn, vp, V.st, 0.0, op + r0 * O.st, O.st);
@@ -126,12 +133,11 @@ void CpuBackend::causal_attention_backward(const TensorView& grad_q, const Tenso
                                            const TensorView& lse, double scale) {
   dispatch_floating(q.dtype, "causal_attention_backward", [&](auto tag) {
     using T = decltype(tag);
-    const int64_t B = q.shape[0], H = q.shape[1], Tn = q.shape[2], D = q.shape[3], Hkv = k.shape[1], G = H / Hkv;
+    const auto [B, H, Tn, D, Hkv, G] = sizes_of(q, k);
     const auto Q = head_view<T>(q), K = head_view<T>(k), V = head_view<T>(v), O = head_view<T>(out);
     const auto dQ = head_view<T>(grad_q), dK = head_view<T>(grad_k), dV = head_view<T>(grad_v);
     const auto dO = head_view<T>(grad_out);
-    const auto L = HeadView<T>{static_cast<T*>(lse.data), lse.strides[0], lse.strides[1], 0};
-    const int64_t ls = lse.strides[2];
+    const auto L = head_view<T>(lse);
     // scratch: P and dP/dS blocks [kBlock, T], and D_t for the block
     for_each_kv_head<T>(B, Hkv, size_t(2 * kBlock * Tn + kBlock), [&](int64_t b, int64_t kv, T* scratch) {
       T* P = scratch;
@@ -159,7 +165,7 @@ void CpuBackend::causal_attention_backward(const TensorView& grad_q, const Tenso
           for (int64_t i = 0; i < rows; ++i) {
             T* prow = P + i * Tn;
             const int64_t n = r0 + i + 1;
-            const T l = lp[(r0 + i) * ls];
+            const T l = lp[(r0 + i) * L.st];
 #pragma omp simd
             for (int64_t j = 0; j < n; ++j) prow[j] = exp_of(prow[j] - l);
             std::fill(prow + n, prow + r1, T(0));
