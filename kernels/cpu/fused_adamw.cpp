@@ -26,33 +26,25 @@ void CpuBackend::adamw_update(const TensorView& param, const TensorView& grad, c
     const T decay = T(1.0 - s.lr * s.weight_decay), b1 = T(s.beta1), b2 = T(s.beta2), one_b1 = T(1.0 - s.beta1),
             one_b2 = T(1.0 - s.beta2), step_size = T(s.lr / s.bias_correction1),
             sqrt_bc2 = T(std::sqrt(s.bias_correction2)), eps = T(s.eps);
-    const bool do_decay = s.lr * s.weight_decay != 0.0;
+    // p·1 is exact, so "no decay" needs no branch in the loop
+    const T keep = s.lr * s.weight_decay != 0.0 ? decay : T(1);
     auto update = [&](T& p, T g, T& m, T& v) {
-      if (do_decay) p *= decay;
       m = m * b1 + one_b1 * g;
       v = v * b2 + one_b2 * (g * g);
-      p -= step_size * (m / (std::sqrt(v) / sqrt_bc2 + eps));  // as torch: (√v / √bc2) + ε
+      p = p * keep - step_size * (m / (std::sqrt(v) / sqrt_bc2 + eps));  // as torch: (√v / √bc2) + ε
     };
     auto loop = make_loop<4>(param.shape, {&param, &grad, &exp_avg, &exp_avg_sq});
     parallel_for(loop.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
       loop.run(b, e, [&](char** ptr, int64_t n, const int64_t* st) {
         bool contiguous = true;
         for (int k = 0; k < 4; ++k) contiguous &= st[k] == static_cast<int64_t>(sizeof(T));
-        if (contiguous) {  // the hot path: a plain loop the compiler vectorizes (no branch inside)
+        if (contiguous) {  // the hot path: a plain loop the compiler vectorizes
           T* __restrict p = reinterpret_cast<T*>(ptr[0]);
           const T* __restrict g = reinterpret_cast<const T*>(ptr[1]);
           T* __restrict m = reinterpret_cast<T*>(ptr[2]);
           T* __restrict v = reinterpret_cast<T*>(ptr[3]);
-          const T keep = do_decay ? decay : T(1);
 #pragma omp simd
-          for (int64_t i = 0; i < n; ++i) {
-            const T gi = g[i];
-            const T mi = m[i] * b1 + one_b1 * gi;
-            const T vi = v[i] * b2 + one_b2 * (gi * gi);
-            m[i] = mi;
-            v[i] = vi;
-            p[i] = p[i] * keep - step_size * (mi / (std::sqrt(vi) / sqrt_bc2 + eps));
-          }
+          for (int64_t i = 0; i < n; ++i) update(p[i], g[i], m[i], v[i]);
         } else {
           for (int64_t i = 0; i < n; ++i)
             update(*reinterpret_cast<T*>(ptr[0] + i * st[0]), *reinterpret_cast<const T*>(ptr[1] + i * st[1]),
