@@ -10,6 +10,7 @@
 //      then, unless retain_graph, free what it saved.
 // Runs with grad mode off: backward functions call ordinary ops, which then record nothing.
 #include <algorithm>
+#include <cmath>
 
 #include "autograd/node.h"
 #include "autograd/ops/op_util.h"
@@ -53,6 +54,34 @@ Node::~Node() {
   }
 }
 
+namespace {
+
+// Anomaly mode: true when every value of a floating-point tensor is finite (other dtypes always are).
+bool all_finite(const Tensor& t) {
+  if (t.dtype() != kFloat32 && t.dtype() != kFloat64) return true;
+  const Tensor c = t.detach().to(kCPU).contiguous();
+  const int64_t n = c.numel();
+  if (c.dtype() == kFloat32) {
+    const float* p = c.data<float>();
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(p[i])) return false;
+  } else {
+    const double* p = c.data<double>();
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(p[i])) return false;
+  }
+  return true;
+}
+
+// "matmul (tape entry #12; inputs [4, 3], [3]; output [4])"
+std::string describe_entry(const Node& n) {
+  std::string ins;
+  for (const Edge& e : n.inputs()) ins += fmt::format("{}{}", ins.empty() ? "" : ", ", e.shape);
+  return fmt::format("'{}' (tape entry #{}; inputs {}; output {})", n.name(), n.seq(), ins, n.out_shape());
+}
+
+}  // namespace
+
 void attach(Node& node, std::span<const Tensor* const> inputs, Tensor& out) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& in = *inputs[i];
@@ -67,6 +96,8 @@ void attach(Node& node, std::span<const Tensor* const> inputs, Tensor& out) {
   node.out_shape_ = out.shape();
   node.out_dtype_ = out.dtype();
   out.impl()->requires_grad = true;
+  TG_CHECK(!AnomalyMode::enabled() || all_finite(out), "anomaly detection: forward of {} produced a non-finite value",
+           describe_entry(node));
 }
 
 namespace detail {
@@ -195,6 +226,8 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
     for (size_t i = 0; i < n->edges_.size(); ++i) {
       const Edge& e = n->edges_[i];
       if (!e.needs_grad() || !grads[i].defined()) continue;
+      TG_CHECK(!AnomalyMode::enabled() || all_finite(grads[i]),
+               "anomaly detection: backward of {} produced a non-finite gradient for input {}", describe_entry(*n), i);
       // moved out of its slot, so a gradient nobody else holds can be stolen instead of copied
       Tensor gi = std::move(grads[i]);
       if (gi.shape() != e.shape) gi = detail::sum_to(gi, e.shape);

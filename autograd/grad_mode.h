@@ -25,3 +25,32 @@ class NoGradGuard {
 };
 
 }  // namespace tapegrad
+
+namespace tapegrad {
+
+// Anomaly detection (per thread, off by default; like torch.autograd.detect_anomaly): every op
+// that records a tape entry checks its output, and backward checks every gradient an entry
+// produces; the first non-finite value (NaN or ±inf) throws a tapegrad::Error naming the entry
+// (op name, tape number, input and output shapes). It reads every recorded tensor once more:
+// a debugging aid, slower than a normal step.
+class AnomalyMode {
+ public:
+  static bool enabled() { return enabled_; }
+  static void set_enabled(bool on) { enabled_ = on; }
+
+ private:
+  static inline thread_local bool enabled_ = false;
+};
+
+class DetectAnomalyGuard {
+ public:
+  explicit DetectAnomalyGuard(bool on = true) : prev_(AnomalyMode::enabled()) { AnomalyMode::set_enabled(on); }
+  ~DetectAnomalyGuard() { AnomalyMode::set_enabled(prev_); }
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+}  // namespace tapegrad

@@ -12,6 +12,8 @@
 #include <queue>
 #include <unordered_map>
 
+#include <fmt/ranges.h>
+
 #include "data/pretoken_counts.h"
 #include "kernels/error.h"
 
@@ -186,14 +188,20 @@ BpeModel train_bpe(std::string_view text, const BpeTrainOptions& options) {
 }
 
 BpeModel train_bpe_file(const std::string& path, const BpeTrainOptions& options) {
+  return train_bpe_files({path}, options);
+}
+
+BpeModel train_bpe_files(const std::vector<std::string>& paths, const BpeTrainOptions& options) {
   BpeModel model = base_model(options);
   std::error_code error;
-  const auto bytes = std::filesystem::file_size(path, error);
+  uint64_t bytes = 0;
+  for (const std::string& path : paths)
+    if (!error) bytes += std::filesystem::file_size(path, error);
   const PretokenCounts counts =
-      count_pretokens_in_file(path, options.special_tokens, options.num_threads, options.file_block_bytes);
+      count_pretokens_in_files(paths, options.special_tokens, options.num_threads, options.file_block_bytes);
   if (options.vocab_size == model.vocab.size()) return model;
-  TG_CHECK(error || bytes > 0, "train_bpe_file: {} is empty, so none of the {} requested merges is possible", path,
-           options.vocab_size - model.vocab.size());
+  TG_CHECK(error || bytes > 0, "train_bpe_file: {} {} empty, so none of the {} requested merges is possible",
+           fmt::join(paths, " + "), paths.size() == 1 ? "is" : "are", options.vocab_size - model.vocab.size());
   return train_on_counts(std::move(model), counts, options);
 }
 

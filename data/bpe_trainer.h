@@ -24,5 +24,7 @@ BpeModel train_bpe(std::string_view text, const BpeTrainOptions& options);
 // Same result as train_bpe(contents of the file), streaming the file in blocks cut where cut_finder.h
 // allows: memory grows with the number of distinct pretokens (and one block per thread), not the file.
 BpeModel train_bpe_file(const std::string& path, const BpeTrainOptions& options);
+// train_bpe on the concatenation of the files (streamed the same way: a block may span two files).
+BpeModel train_bpe_files(const std::vector<std::string>& paths, const BpeTrainOptions& options);
 
 }  // namespace tapegrad::data

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "data/bpe_model.h"
+#include "data/hf_tokenizer_json.h"  // load_hf_tokenizer_json lived here before
 
 namespace tapegrad::data {
 
@@ -14,14 +15,8 @@ namespace tapegrad::data {
 BpeModel load_gpt2_files(const std::string& vocab_json_path, const std::string& merges_txt_path,
                          const std::vector<std::string>& special_tokens = {});
 
-// Reads a Hugging Face tokenizers `tokenizer.json` with a byte-level BPE model: model.vocab,
-// model.merges (either "left right" strings or ["left", "right"] pairs) and added_tokens (raw text;
-// those marked "special" become the special tokens). Only the model is read: the pre_tokenizer,
-// normalizer and post_processor are assumed to be GPT-2's byte-level ones and are not checked.
-BpeModel load_hf_tokenizer_json(const std::string& path);
-
-// Writes the model in the same format (merges.txt gets a "#version: 0.2" line). Throws when two
-// ids share one byte string (vocab.json cannot say that).
+// Writes the model in the same format (merges.txt gets a "#version: 0.2" line), each file atomically
+// (file_io.h). Throws when two ids share one byte string (vocab.json cannot say that).
 void save_gpt2_files(const BpeModel& model, const std::string& vocab_json_path, const std::string& merges_txt_path);
 
 }  // namespace tapegrad::data

@@ -77,14 +77,22 @@ PretokenCounts count_pretokens(std::string_view text, const std::vector<std::str
 
 PretokenCounts count_pretokens_in_file(const std::string& path, const std::vector<std::string>& special_tokens,
                                        int num_threads, size_t block_bytes) {
+  return count_pretokens_in_files({path}, special_tokens, num_threads, block_bytes);
+}
+
+PretokenCounts count_pretokens_in_files(const std::vector<std::string>& paths,
+                                        const std::vector<std::string>& special_tokens, int num_threads,
+                                        size_t block_bytes) {
   const SpecialSplitter splitter(special_tokens);
   const Pretokenizer pretokenizer;
-  // A file smaller than a block per thread is read in smaller blocks, so that every thread gets one.
+  // Files smaller than a block per thread are read in smaller blocks, so that every thread gets one.
   std::error_code unknown;
-  const auto file_bytes = std::filesystem::file_size(path, unknown);
+  uint64_t file_bytes = 0;
+  for (const std::string& path : paths)
+    if (!unknown) file_bytes += std::filesystem::file_size(path, unknown);
   const auto threads = size_t(std::max(1, num_threads));
   if (!unknown && threads > 1) block_bytes = std::min(block_bytes, std::max<size_t>(size_t(1) << 16, file_bytes / threads + 1));
-  CutFileReader reader(path, special_tokens, block_bytes);
+  CutFileReader reader(paths, special_tokens, block_bytes);
   std::mutex reader_mutex;
   std::atomic<bool> failed{false};
   std::vector<PretokenCounts> partial(threads);

@@ -23,5 +23,9 @@ PretokenCounts count_pretokens(std::string_view text, const std::vector<std::str
 // file ends. Throws tapegrad::Error when the file cannot be opened or read.
 PretokenCounts count_pretokens_in_file(const std::string& path, const std::vector<std::string>& special_tokens,
                                        int num_threads, size_t block_bytes);
+// The same for the concatenation of several files (read as one text: file_blocks.h).
+PretokenCounts count_pretokens_in_files(const std::vector<std::string>& paths,
+                                        const std::vector<std::string>& special_tokens, int num_threads,
+                                        size_t block_bytes);
 
 }  // namespace tapegrad::data

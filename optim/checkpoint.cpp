@@ -130,7 +130,7 @@ std::string config_differences(const ConfigMap& file, const ConfigMap& expected)
 }
 
 void save_checkpoint(const std::string& path, const TensorMap& model_state, const Optimizer& optimizer, int64_t step,
-                     const Generator& generator, const ConfigMap& config) {
+                     const Generator& generator, const ConfigMap& config, const ConfigMap& extra) {
   TG_CHECK(step >= 0, "save_checkpoint: '{}': step must be >= 0, but is {}", path, step);
   const OptimizerInfo info = describe_optimizer(optimizer);
 
@@ -161,6 +161,7 @@ void save_checkpoint(const std::string& path, const TensorMap& model_state, cons
     meta[fmt::format("optim.group.{}.weight_decay", g)] = format_exact(info.weight_decay[g]);
   }
   for (const auto& [k, v] : config) meta["config." + k] = v;
+  for (const auto& [k, v] : extra) meta["extra." + k] = v;
   meta["checksum"] = checksum(meta, tensors);
 
   try {
@@ -217,8 +218,10 @@ Checkpoint read_checkpoint(const std::string& path) {
              "checkpoint '{}': group {} has an invalid lr, weight decay or parameter count", path, g);
   }
 
-  for (const auto& [k, v] : metadata)
+  for (const auto& [k, v] : metadata) {
     if (k.starts_with("config.")) ck.config.emplace(k.substr(7), v);
+    if (k.starts_with("extra.")) ck.extra.emplace(k.substr(6), v);
+  }
 
   for (auto& [name, t] : all) {
     if (name.starts_with("model."))
@@ -234,8 +237,12 @@ Checkpoint read_checkpoint(const std::string& path) {
 
 int64_t load_checkpoint(const std::string& path, const ModelLoader& load_model, Optimizer& optimizer,
                         Generator& generator, const ConfigMap& expected_config) {
-  // 1. Read and check everything; nothing is modified before step 2.
-  Checkpoint ck = read_checkpoint(path);
+  return load_checkpoint(read_checkpoint(path), path, load_model, optimizer, generator, expected_config);
+}
+
+int64_t load_checkpoint(const Checkpoint& ck, const std::string& path, const ModelLoader& load_model,
+                        Optimizer& optimizer, Generator& generator, const ConfigMap& expected_config) {
+  // 1. Check everything (read_checkpoint validated the file); nothing is modified before step 2.
   const std::string diffs = config_differences(ck.config, expected_config);
   TG_CHECK(diffs.empty(), "load_checkpoint: '{}': {}", path, diffs);
 

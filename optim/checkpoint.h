@@ -58,6 +58,7 @@ struct Checkpoint {
   TensorMap model_state;     // without the "model." prefix
   StateList optimizer_state; // without the "optim." prefix (order not significant)
   OptimizerInfo optimizer;
+  ConfigMap extra;           // the caller's own entries (without the "extra." prefix): never compared on load
 };
 
 // The optimizer's kind and hyperparameters (Optimizer::kind, fixed_hyperparameters, per-group lr/decay).
@@ -65,8 +66,10 @@ OptimizerInfo describe_optimizer(const Optimizer& optimizer);
 
 // Writes the checkpoint atomically (see above). `model_state` is e.g. Module::state_dict();
 // `config` e.g. TransformerLMConfig::to_config_map(). step ≥ 0 is the number of optimizer steps done.
+// `extra`: the caller's own string entries (a trainer's tokens seen, best validation loss, …), stored
+// as "extra.<key>" metadata under the checksum and returned by read_checkpoint; load never compares them.
 void save_checkpoint(const std::string& path, const TensorMap& model_state, const Optimizer& optimizer, int64_t step,
-                     const Generator& generator, const ConfigMap& config);
+                     const Generator& generator, const ConfigMap& config, const ConfigMap& extra = {});
 
 // Reads and validates a checkpoint file (format, version, every metadata field); applies nothing.
 // Useful to inspect a checkpoint or to build the model from its config before load_checkpoint.
@@ -81,6 +84,9 @@ Checkpoint read_checkpoint(const std::string& path);
 using ModelLoader = std::function<void(const TensorMap& model_state)>;
 int64_t load_checkpoint(const std::string& path, const ModelLoader& load_model, Optimizer& optimizer,
                         Generator& generator, const ConfigMap& expected_config);
+// The same from a checkpoint already read by read_checkpoint(path) (no second read of the file).
+int64_t load_checkpoint(const Checkpoint& checkpoint, const std::string& path, const ModelLoader& load_model,
+                        Optimizer& optimizer, Generator& generator, const ConfigMap& expected_config);
 
 // "checkpoint config differs: d_model 64 (file) vs 128 (expected), ..." or "" when equal.
 std::string config_differences(const ConfigMap& file, const ConfigMap& expected);

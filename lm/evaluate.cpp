@@ -1,0 +1,37 @@
+// evaluate.cpp — mean loss and perplexity over a whole token stream (see evaluate.h).
+#include "lm/evaluate.h"
+
+#include <cmath>
+
+#include "nn/loss.h"
+
+namespace tapegrad::lm {
+
+EvalResult evaluate(const nn::TransformerLM& model, const data::TokenSource& data, int64_t batch_size,
+                    int64_t context) {
+  const int64_t model_context = model.config.context_length;
+  if (context <= 0) context = model_context;
+  TG_CHECK(context <= model_context, "evaluate: context {} is longer than the model's context_length {}", context,
+           model_context);
+  TG_CHECK(batch_size > 0, "evaluate: batch size must be positive, got {}", batch_size);
+  TG_CHECK(data.size() >= uint64_t(context) + 1,
+           "evaluate: the data holds {} tokens, fewer than one window of context {} + 1", data.size(), context);
+  NoGradGuard no_grad;
+  const data::SequentialBatches batches(data, batch_size, context);
+  double total = 0;  // Σ over tokens of −log p, accumulated in double
+  uint64_t tokens = 0;
+  for (uint64_t i = 0; i < batches.num_batches(); ++i) {
+    const data::Batch b = batches[i];
+    const auto n = uint64_t(b.targets.numel());
+    total += nn::cross_entropy(model.forward(b.inputs), b.targets).item<double>() * double(n);
+    tokens += n;
+  }
+  EvalResult r;
+  r.loss = total / double(tokens);
+  r.perplexity = std::exp(r.loss);
+  r.tokens = tokens;
+  r.windows = batches.num_windows();
+  return r;
+}
+
+}  // namespace tapegrad::lm

@@ -1,0 +1,139 @@
+// loss_plot.cpp — the loss curves as SVG (see loss_plot.h). Coordinates are computed here: each
+// panel maps [x0, x1] × [y0, y1] of data onto its plot rectangle, y growing upwards.
+#include "lm/loss_plot.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tapegrad::lm {
+
+namespace {
+
+constexpr double kWidth = 1000, kHeight = 420, kPanelW = 420, kPanelH = 300, kTop = 60, kLeft[2] = {70, 560};
+
+std::string escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '&') o += "&amp;";
+    else if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '"') o += "&quot;";
+    else o += c;
+  }
+  return o;
+}
+
+// About five round tick values covering [lo, hi] (steps of 1, 2 or 5 × 10^k).
+std::vector<double> ticks(double lo, double hi) {
+  const double span = hi - lo > 0 ? hi - lo : 1.0;
+  const double raw = span / 5, mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double step = raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag;
+  std::vector<double> t;
+  for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step) t.push_back(v);
+  return t;
+}
+
+std::string number(double v) {
+  if (v != 0 && (std::fabs(v) >= 1e5 || std::fabs(v) < 1e-2)) return fmt::format("{:.1e}", v);
+  return fmt::format("{:g}", std::round(v * 1000) / 1000);
+}
+
+struct Range {
+  double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
+  void add(double v) {
+    if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  bool empty() const { return !(lo <= hi); }
+  void pad(double frac) {
+    if (empty()) lo = 0, hi = 1;
+    if (hi - lo < 1e-12) lo -= 0.5, hi += 0.5;
+    const double p = (hi - lo) * frac;
+    lo -= p, hi += p;
+  }
+};
+
+struct Point {
+  double x, y;
+};
+
+}  // namespace
+
+std::string loss_svg(const std::vector<MetricRecord>& records, const std::string& title) {
+  // The curves: [panel][0 = train, 1 = val] → points in data units.
+  std::vector<Point> curves[2][2];
+  Range x_range[2], y_range;
+  for (const MetricRecord& r : records) {
+    const bool train = r.kind == MetricRecord::Kind::Train;
+    const double loss = train ? r.loss : r.val_loss;
+    if (!std::isfinite(loss)) continue;
+    const double xs[2] = {double(r.step), r.wall_s};
+    for (int p = 0; p < 2; ++p) {
+      curves[p][train ? 0 : 1].push_back({xs[p], loss});
+      x_range[p].add(xs[p]);
+    }
+    y_range.add(loss);
+  }
+  y_range.pad(0.05);
+  for (Range& r : x_range) {
+    if (r.empty()) r.lo = 0, r.hi = 1;
+    if (r.hi - r.lo < 1e-12) r.hi = r.lo + 1;
+  }
+
+  std::string svg = fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
+      "<text x=\"{2}\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">{3}</text>\n",
+      kWidth, kHeight, kWidth / 2, escape(title));
+  const char* colors[2] = {"#1f77b4", "#ff7f0e"};
+  const char* x_labels[2] = {"step", "wall time (s)"};
+  for (int p = 0; p < 2; ++p) {
+    const double left = kLeft[p];
+    auto px = [&](double x) { return left + (x - x_range[p].lo) / (x_range[p].hi - x_range[p].lo) * kPanelW; };
+    auto py = [&](double y) { return kTop + kPanelH - (y - y_range.lo) / (y_range.hi - y_range.lo) * kPanelH; };
+    svg += fmt::format("<g class=\"panel\">\n<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
+                       "stroke=\"#888\"/>\n",
+                       left, kTop, kPanelW, kPanelH);
+    for (double t : ticks(y_range.lo, y_range.hi))
+      svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#eee\"/>"
+                         "<text x=\"{3:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
+                         left, py(t), left + kPanelW, left - 6, py(t) + 4, number(t));
+    for (double t : ticks(x_range[p].lo, x_range[p].hi))
+      svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#eee\"/>"
+                         "<text x=\"{0:.1f}\" y=\"{3:.1f}\" text-anchor=\"middle\">{4}</text>\n",
+                         px(t), kTop, kTop + kPanelH, kTop + kPanelH + 16, number(t));
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", left + kPanelW / 2,
+                       kTop + kPanelH + 36, x_labels[p]);
+    svg += fmt::format("<text x=\"{0:.1f}\" y=\"{1:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 {0:.1f} "
+                       "{1:.1f})\">loss (nats/token)</text>\n",
+                       left - 48, kTop + kPanelH / 2);
+    for (int c = 0; c < 2; ++c) {
+      const std::vector<Point>& pts = curves[p][c];
+      if (pts.empty()) continue;
+      std::string d;
+      for (size_t i = 0; i < pts.size(); ++i)
+        d += fmt::format("{}{:.1f},{:.1f}", i ? " L" : "M", px(pts[i].x), py(pts[i].y));
+      svg += fmt::format("<path class=\"{}\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"/>\n",
+                         c == 0 ? "train" : "val", d, colors[c], c == 0 ? 1.2 : 2);
+      if (c == 1)
+        for (const Point& q : pts)
+          svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", px(q.x), py(q.y), colors[c]);
+    }
+    svg += "</g>\n";
+  }
+  // legend
+  svg += fmt::format("<g class=\"legend\"><line x1=\"{0}\" y1=\"44\" x2=\"{1}\" y2=\"44\" stroke=\"{4}\" "
+                     "stroke-width=\"2\"/><text x=\"{2}\" y=\"48\">train loss</text>"
+                     "<line x1=\"{3}\" y1=\"44\" x2=\"{5}\" y2=\"44\" stroke=\"{6}\" stroke-width=\"2\"/>"
+                     "<text x=\"{7}\" y=\"48\">validation loss</text></g>\n",
+                     kLeft[0], kLeft[0] + 24, kLeft[0] + 30, kLeft[0] + 120, colors[0], kLeft[0] + 144, colors[1],
+                     kLeft[0] + 150);
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace tapegrad::lm

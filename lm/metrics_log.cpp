@@ -1,0 +1,85 @@
+// metrics_log.cpp — metrics.jsonl writing and reading (see metrics_log.h).
+#include "lm/metrics_log.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kernels/error.h"
+#include "data/file_io.h"
+#include "lm/run_dir.h"
+
+namespace tapegrad::lm {
+
+std::string to_json_line(const MetricRecord& r) {
+  nlohmann::ordered_json j;
+  j["kind"] = r.kind == MetricRecord::Kind::Train ? "train" : "eval";
+  j["step"] = r.step;
+  j["tokens"] = r.tokens;
+  j["wall_s"] = r.wall_s;
+  if (r.kind == MetricRecord::Kind::Train) {
+    j["loss"] = r.loss;
+    j["lr"] = r.lr;
+    j["grad_norm"] = r.grad_norm;
+    j["tokens_per_s"] = r.tokens_per_s;
+  } else {
+    j["val_loss"] = r.val_loss;
+    j["val_perplexity"] = r.val_perplexity;
+    j["val_tokens"] = r.val_tokens;
+  }
+  return j.dump();  // non-finite numbers become null
+}
+
+MetricRecord from_json_line(const std::string& line) {
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  TG_CHECK(j.is_object() && j.contains("kind") && j.contains("step"), "not a metrics record: '{}'", line);
+  auto num = [&](const char* key) { return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0; };
+  MetricRecord r;
+  const std::string kind = j["kind"].is_string() ? j["kind"].get<std::string>() : "";
+  TG_CHECK(kind == "train" || kind == "eval", "metrics record of unknown kind: '{}'", line);
+  r.kind = kind == "train" ? MetricRecord::Kind::Train : MetricRecord::Kind::Eval;
+  r.step = int64_t(num("step"));
+  r.tokens = uint64_t(num("tokens"));
+  r.wall_s = num("wall_s");
+  r.loss = num("loss");
+  r.lr = num("lr");
+  r.grad_norm = num("grad_norm");
+  r.tokens_per_s = num("tokens_per_s");
+  r.val_loss = num("val_loss");
+  r.val_perplexity = num("val_perplexity");
+  r.val_tokens = uint64_t(num("val_tokens"));
+  return r;
+}
+
+MetricsLog::MetricsLog(const std::string& path, int64_t keep_until_step) : path_(path) {
+  if (keep_until_step >= 0) {
+    std::ifstream in(path);
+    std::string line, kept;
+    while (std::getline(in, line)) {
+      if (in.eof()) break;  // a last line without '\n' was torn by a kill: drop it
+      try {
+        MetricRecord r = from_json_line(line);
+        if (r.step > keep_until_step) continue;
+        records_.push_back(r);
+        kept += line + "\n";
+      } catch (const Error&) {
+        // a damaged line: dropped (the file is rewritten without it)
+      }
+    }
+    data::write_file_atomic(path, kept, "metrics.jsonl");
+  } else {
+    data::write_file_atomic(path, "", "metrics.jsonl");
+  }
+  file_.reset(std::fopen(path.c_str(), "a"));
+  TG_CHECK(file_ != nullptr, "cannot open '{}' for appending", path);
+}
+
+MetricsLog::~MetricsLog() = default;
+
+void MetricsLog::append(const MetricRecord& r) {
+  const std::string line = to_json_line(r) + "\n";
+  TG_CHECK(std::fwrite(line.data(), 1, line.size(), file_.get()) == line.size() && std::fflush(file_.get()) == 0,
+           "cannot append to '{}' (disk full?)", path_);
+  records_.push_back(r);
+}
+
+}  // namespace tapegrad::lm

@@ -1,0 +1,52 @@
+// metrics_log.h — DIR/metrics.jsonl: one JSON object per line, appended and flushed as training goes.
+//   {"kind":"train","step":10,"tokens":20480,"wall_s":3.2,"loss":5.91,"lr":0.0003,"grad_norm":1.7,"tokens_per_s":6400}
+//   {"kind":"eval","step":100,"tokens":204800,"wall_s":31.0,"val_loss":4.12,"val_perplexity":61.6,"val_tokens":51200}
+// On resume from step S the lines after S (written by the interrupted run after its last
+// checkpoint) are dropped, so the file always describes one consistent history.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tapegrad::lm {
+
+struct MetricRecord {
+  enum class Kind { Train, Eval } kind = Kind::Train;
+  int64_t step = 0;
+  uint64_t tokens = 0;   // training tokens seen after this step
+  double wall_s = 0;     // training wall time so far (continues across resumes)
+  // Train records
+  double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0;
+  // Eval records
+  double val_loss = 0, val_perplexity = 0;
+  uint64_t val_tokens = 0;
+};
+
+std::string to_json_line(const MetricRecord& r);
+// Throws tapegrad::Error when the line is not such an object.
+MetricRecord from_json_line(const std::string& line);
+
+class MetricsLog {
+ public:
+  // Opens `path` for appending. keep_until_step ≥ 0: keep the existing records with step ≤ it
+  // (rewriting the file atomically without the rest, and without a torn last line); < 0: start empty.
+  MetricsLog(const std::string& path, int64_t keep_until_step);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  void append(const MetricRecord& r);  // one line, flushed; throws naming the file on a write error
+  const std::vector<MetricRecord>& records() const { return records_; }
+
+ private:
+  struct Closer {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::string path_;
+  std::unique_ptr<std::FILE, Closer> file_;
+  std::vector<MetricRecord> records_;
+};
+
+}  // namespace tapegrad::lm

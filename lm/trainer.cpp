@@ -1,0 +1,320 @@
+// trainer.cpp — the training loop (see trainer.h for what one step does and why resume is exact).
+#include "lm/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "autograd/io/exact_number.h"
+#include "lm/loss_plot.h"
+#include "data/file_io.h"
+#include "lm/run_dir.h"
+#include "nn/loss.h"
+#include "optim/checkpoint.h"
+#include "optim/clip_grad.h"
+#include "optim/lr_schedule.h"
+
+namespace tapegrad::lm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The data generator's seed: a fixed offset from the initialisation seed, so the two streams differ.
+constexpr uint64_t kDataSeedOffset = 0x9e3779b97f4a7c15ULL;
+
+// Weight decay on matrices (embeddings, linear weights), none on vectors (RMSNorm gains).
+std::vector<optim::ParamGroup> param_groups(const nn::TransformerLM& model) {
+  std::vector<Tensor> decay, no_decay;
+  for (const auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  // Every TransformerLM has RMSNorm gains, so both groups are non-empty.
+  return {optim::ParamGroup(std::move(decay)), optim::ParamGroup(std::move(no_decay), std::nullopt, 0.0)};
+}
+
+template <class T>
+std::string exact(T v) {
+  if constexpr (std::is_floating_point_v<T>) return format_exact(double(v));
+  else return fmt::format("{}", v);
+}
+
+double parse_double(const std::map<std::string, std::string>& m, const std::string& key, const std::string& path) {
+  auto it = m.find(key);
+  TG_CHECK(it != m.end(), "checkpoint '{}' was not written by the trainer: it has no '{}'", path, key);
+  double v = 0;
+  TG_CHECK(parse_exact(it->second, v), "checkpoint '{}': '{}' = '{}' is not a number", path, key, it->second);
+  return v;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> TrainOptions::to_map() const {
+  return {{"batch_size", exact(batch_size)},   {"grad_accum", exact(grad_accum)},
+          {"steps", exact(steps)},             {"lr", exact(lr)},
+          {"min_lr", exact(min_lr)},           {"warmup_steps", exact(warmup_steps)},
+          {"cosine_steps", exact(cosine_steps)}, {"beta1", exact(beta1)},
+          {"beta2", exact(beta2)},             {"eps", exact(eps)},
+          {"weight_decay", exact(weight_decay)}, {"grad_clip", exact(grad_clip)},
+          {"seed", exact(seed)},               {"out_dir", out_dir},
+          {"eval_every", exact(eval_every)},   {"eval_batch_size", exact(eval_batch_size)},
+          {"checkpoint_every", exact(checkpoint_every)}, {"keep_last", exact(keep_last)},
+          {"log_every", exact(log_every)},     {"detect_anomaly", detect_anomaly ? "true" : "false"}};
+}
+
+void TrainOptions::validate() const {
+  TG_CHECK(batch_size > 0, "--batch-size must be positive, but is {}", batch_size);
+  TG_CHECK(grad_accum > 0, "--grad-accum must be positive, but is {}", grad_accum);
+  TG_CHECK(steps > 0, "--steps must be positive, but is {}", steps);
+  TG_CHECK(std::isfinite(lr) && lr >= 0, "--lr must be finite and >= 0, but is {}", lr);
+  TG_CHECK(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr, "--min-lr must be in [0, lr = {}], but is {}", lr,
+           min_lr);
+  const int64_t cosine = cosine_steps > 0 ? cosine_steps : steps;
+  TG_CHECK(warmup_steps >= 0 && warmup_steps <= cosine, "--warmup-steps must be in [0, {}], but is {}", cosine,
+           warmup_steps);
+  TG_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "--beta1/--beta2 must be in [0, 1), but are {}, {}",
+           beta1, beta2);
+  TG_CHECK(eps >= 0 && weight_decay >= 0 && std::isfinite(grad_clip),
+           "--eps and --weight-decay must be >= 0 and --grad-clip finite");
+  TG_CHECK(keep_last >= 1, "--keep-last must be at least 1, but is {}", keep_last);
+}
+
+uint64_t max_token_id_plus_one(const data::TokenSource& data) {
+  uint64_t m = 0;
+  for (uint64_t i = 0; i < data.size(); ++i) m = std::max<uint64_t>(m, uint64_t(data[i]) + 1);
+  return m;
+}
+
+Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, data::TokenSource train,
+                 std::optional<data::TokenSource> val)
+    : options_(std::move(options)), train_(train), val_(val), data_gen_(options_.seed + kDataSeedOffset) {
+  options_.validate();
+  TG_CHECK(config.context_length > 0 && train_.size() >= uint64_t(config.context_length) + 1,
+           "the training data holds {} tokens, fewer than one window of context {} + 1", train_.size(),
+           config.context_length);
+  const uint64_t train_max = max_token_id_plus_one(train_);
+  TG_CHECK(train_max <= uint64_t(config.vocab_size),
+           "the training data holds token id {}, outside the model's vocabulary of {} (another tokenizer?)",
+           train_max - 1, config.vocab_size);
+  if (val_) {
+    const uint64_t val_max = max_token_id_plus_one(*val_);
+    TG_CHECK(val_max <= uint64_t(config.vocab_size),
+             "the validation data holds token id {}, outside the model's vocabulary of {} (another tokenizer?)",
+             val_max - 1, config.vocab_size);
+    const int64_t eval_context = std::min<int64_t>(config.context_length, int64_t(val_->size()) - 1);
+    TG_CHECK(eval_context == config.context_length,
+             "the validation data holds {} tokens, fewer than one window of context {} + 1", val_->size(),
+             config.context_length);
+  }
+  Generator init_gen(options_.seed);
+  model_ = std::make_unique<nn::TransformerLM>(config, &init_gen);
+  optimizer_ = std::make_unique<optim::AdamW>(param_groups(*model_), optim::AdamWOptions(options_.lr)
+                                                                           .betas(options_.beta1, options_.beta2)
+                                                                           .eps(options_.eps)
+                                                                           .weight_decay(options_.weight_decay));
+  if (!options_.out_dir.empty()) prepare_run_dir(options_.out_dir);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::resume(const std::string& path) {
+  optim::Checkpoint ck = optim::read_checkpoint(path);
+  // The tokenizer (when both know theirs) must be the one the data was encoded with.
+  const auto fp_file = ck.extra.find("run.tokenizer_fingerprint");
+  const auto fp_mine = options_.run_info.find("tokenizer_fingerprint");
+  if (fp_file != ck.extra.end() && fp_mine != options_.run_info.end())
+    TG_CHECK(fp_file->second == fp_mine->second,
+             "checkpoint '{}' was trained with another tokenizer (fingerprint {}, this run's tokenizer {})", path,
+             fp_file->second, fp_mine->second);
+  const double tokens = parse_double(ck.extra, "tokens", path);
+  const double wall = parse_double(ck.extra, "wall_s", path);
+  const double best = ck.extra.count("best_val_loss") ? parse_double(ck.extra, "best_val_loss", path)
+                                                      : std::numeric_limits<double>::infinity();
+  step_ = optim::load_checkpoint(
+      ck, path, [&](const optim::TensorMap& sd) { model_->load_state_dict(sd); }, *optimizer_, data_gen_,
+      model_->config.to_config_map());
+  tokens_ = uint64_t(tokens);
+  wall_s_ = wall;
+  best_val_ = best;
+  resumed_ = true;
+}
+
+std::string Trainer::first_nonfinite_gradient() const {
+  for (const auto& [name, p] : model_->named_parameters()) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const double s = g.to(kFloat64).abs().sum().item<double>();
+    if (!std::isfinite(s)) return name;
+  }
+  return "";
+}
+
+StepStats Trainer::train_step() {
+  const auto t0 = Clock::now();
+  const nn::TransformerLMConfig& c = model_->config;
+  const int64_t cosine = options_.cosine_steps > 0 ? options_.cosine_steps : options_.steps;
+  const double lr = optim::cosine_lr(step_, options_.lr, options_.min_lr, options_.warmup_steps, cosine);
+  DetectAnomalyGuard anomaly(options_.detect_anomaly);
+  optimizer_->zero_grad();
+  double loss_sum = 0;
+  std::string bad_loss;  // "the loss is nan (micro-batch 0)" when a loss is not finite
+  try {
+    for (int64_t micro = 0; micro < options_.grad_accum && bad_loss.empty(); ++micro) {
+      const data::Batch b = data::get_batch(train_, options_.batch_size, c.context_length, data_gen_);
+      Tensor loss = nn::cross_entropy(model_->forward(b.inputs), b.targets);
+      const double value = loss.item<double>();
+      loss_sum += value;
+      if (!std::isfinite(value)) bad_loss = fmt::format("the loss is {} (micro-batch {})", value, micro);
+      // Backward even then: the gradients show which parameter went wrong first.
+      (options_.grad_accum > 1 ? loss * (1.0 / double(options_.grad_accum)) : loss).backward();
+    }
+  } catch (const Error& e) {
+    if (!options_.detect_anomaly || !std::string_view(e.what()).starts_with("anomaly detection")) throw;
+    throw DivergedError(fmt::format("step {}: {}", step_ + 1, e.what()));
+  }
+  // The norm before clipping; clip_grad_norm scales nothing when it is not finite.
+  const double max_norm = options_.grad_clip > 0 ? options_.grad_clip : std::numeric_limits<double>::max();
+  const double norm = optim::clip_grad_norm(optimizer_->params(), max_norm);
+  if (!bad_loss.empty() || !std::isfinite(norm)) {
+    const std::string name = first_nonfinite_gradient();
+    throw DivergedError(fmt::format("step {}: {}the gradient norm is {}; the first parameter whose gradient is not "
+                                    "finite: {}",
+                                    step_ + 1, bad_loss.empty() ? "" : bad_loss + "; ", norm,
+                                    name.empty() ? "(none)" : name));
+  }
+  optimizer_->set_lr(lr);  // every group
+  optimizer_->step();
+  ++step_;
+  const uint64_t step_tokens = uint64_t(options_.batch_size * options_.grad_accum * c.context_length);
+  tokens_ += step_tokens;
+  StepStats s;
+  s.step = step_;
+  s.steps = options_.steps;
+  s.tokens = tokens_;
+  s.loss = loss_sum / double(options_.grad_accum);
+  s.lr = lr;
+  s.grad_norm = norm;
+  s.step_seconds = seconds_since(t0);
+  s.tokens_per_s = double(step_tokens) / s.step_seconds;
+  return s;
+}
+
+EvalResult Trainer::evaluate() const {
+  TG_CHECK(val_.has_value(), "evaluate: this trainer has no validation data");
+  const int64_t b = options_.eval_batch_size > 0 ? options_.eval_batch_size : options_.batch_size;
+  return lm::evaluate(*model_, *val_, b);
+}
+
+void Trainer::save_to(const std::string& path) {
+  std::map<std::string, std::string> extra;
+  extra["tokens"] = exact(tokens_);
+  extra["wall_s"] = exact(wall_s_);
+  if (std::isfinite(best_val_)) extra["best_val_loss"] = exact(best_val_);
+  for (const auto& [k, v] : options_.to_map()) extra["train." + k] = v;
+  for (const auto& [k, v] : options_.run_info) extra["run." + k] = v;
+  optim::save_checkpoint(path, model_->state_dict(), *optimizer_, step_, data_gen_, model_->config.to_config_map(),
+                         extra);
+}
+
+std::string Trainer::save_checkpoint() {
+  TG_CHECK(!options_.out_dir.empty(), "save_checkpoint: the trainer has no out_dir");
+  const std::string path = step_checkpoint_path(options_.out_dir, step_);
+  save_to(path);
+  prune_checkpoints(options_.out_dir, options_.keep_last);
+  return path;
+}
+
+void Trainer::write_plot() const {
+  if (options_.out_dir.empty() || !metrics_) return;
+  const std::string title =
+      fmt::format("{} — {} parameters, step {}", std::filesystem::path(options_.out_dir).filename().string(),
+                  model_->num_parameters(), step_);
+  data::write_file_atomic((std::filesystem::path(options_.out_dir) / "loss.svg").string(),
+                         loss_svg(metrics_->records(), title), "train");
+}
+
+TrainResult Trainer::run(const TrainCallbacks& cb) {
+  const std::string& dir = options_.out_dir;
+  if (!dir.empty()) {
+    TG_CHECK(resumed_ || !newest_checkpoint(dir),
+             "'{}' already holds checkpoints of a run: resume it (--resume) or choose another --out", dir);
+    nlohmann::ordered_json config;
+    config["model"] = model_->config.to_config_map();
+    config["train"] = options_.to_map();
+    config["run"] = options_.run_info;
+    config["parameters"] = model_->num_parameters();
+    data::write_file_atomic((std::filesystem::path(dir) / "config.json").string(), config.dump(2) + "\n", "train");
+    metrics_ = std::make_unique<MetricsLog>((std::filesystem::path(dir) / "metrics.jsonl").string(),
+                                            resumed_ ? step_ : -1);
+  }
+  const auto t_start = Clock::now();
+  const double wall0 = wall_s_;
+  auto wall = [&] { return wall0 + seconds_since(t_start); };
+  TrainResult result;
+  auto checkpoint = [&] {
+    if (dir.empty()) return;
+    wall_s_ = wall();
+    result.last_checkpoint = save_checkpoint();
+    if (cb.on_checkpoint) cb.on_checkpoint(result.last_checkpoint, step_);
+  };
+  auto run_eval = [&] {
+    const auto t0 = Clock::now();
+    EvalStats e;
+    e.step = step_;
+    e.result = evaluate();
+    e.seconds = seconds_since(t0);
+    e.best = e.result.loss < best_val_;
+    result.last_eval = e.result;
+    if (e.best) best_val_ = e.result.loss;
+    if (metrics_) {
+      MetricRecord r;
+      r.kind = MetricRecord::Kind::Eval;
+      r.step = step_, r.tokens = tokens_, r.wall_s = wall();
+      r.val_loss = e.result.loss, r.val_perplexity = e.result.perplexity, r.val_tokens = e.result.tokens;
+      metrics_->append(r);
+      write_plot();
+    }
+    if (e.best && !dir.empty()) {
+      wall_s_ = wall();
+      save_to(best_checkpoint_path(dir));
+    }
+    if (cb.on_eval) cb.on_eval(e);
+  };
+
+  while (step_ < options_.steps) {
+    StepStats s;
+    try {
+      s = train_step();
+    } catch (const DivergedError& e) {
+      result.status = TrainStatus::Diverged;
+      result.step = step_;
+      result.message = e.what();
+      if (metrics_) write_plot();
+      return result;
+    }
+    s.wall_s = wall();
+    if (metrics_ && (step_ % std::max<int64_t>(options_.log_every, 1) == 0 || step_ == options_.steps)) {
+      MetricRecord r;
+      r.step = step_, r.tokens = tokens_, r.wall_s = s.wall_s;
+      r.loss = s.loss, r.lr = s.lr, r.grad_norm = s.grad_norm, r.tokens_per_s = s.tokens_per_s;
+      metrics_->append(r);
+    }
+    if (cb.on_step) cb.on_step(s);
+    const bool last = step_ == options_.steps;
+    if (val_ && (last || (options_.eval_every > 0 && step_ % options_.eval_every == 0))) run_eval();
+    const bool stop = !last && cb.should_stop && cb.should_stop();
+    if (last || stop || (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)) checkpoint();
+    if (stop) {
+      result.status = TrainStatus::Stopped;
+      result.step = step_;
+      result.message = fmt::format("stopped after step {} of {}", step_, options_.steps);
+      return result;
+    }
+  }
+  if (metrics_) write_plot();
+  result.status = TrainStatus::Completed;
+  result.step = step_;
+  return result;
+}
+
+}  // namespace tapegrad::lm

@@ -1,0 +1,155 @@
+// trainer.h — the training loop of a TransformerLM as library code (the tool's `train` only parses
+// options and calls this):
+//
+//   lm::TrainOptions o;  o.steps = 1000;  o.out_dir = "run";  o.eval_every = 100;
+//   lm::Trainer t(lm::preset_config("micro", tok.vocab_size()), o, train_tokens, val_tokens);
+//   lm::TrainResult r = t.run({.on_step = [](const lm::StepStats& s) { ... }});
+//
+// One optimizer step: grad_accum micro-batches of batch_size random windows (data::get_batch from
+// the data generator), loss_i/grad_accum backpropagated for each (so the gradient is that of the
+// mean loss), the global gradient norm computed (and clipped to grad_clip when > 0), lr set from
+// the cosine schedule with warm-up (optim::cosine_lr: lr(t), t = the step about to be taken),
+// AdamW (decay on matrices only: embeddings and linear weights, not the RMSNorm gains).
+//
+// Exact resume: a checkpoint holds the model, AdamW's state, the step and the data generator's
+// state (which fixes every future batch), so N steps + resume + M steps reproduces N+M steps bit
+// for bit (same thread count). Stop requests (should_stop, e.g. after SIGTERM) end the loop after
+// the current step with a checkpoint. A non-finite loss or gradient ends it BEFORE the optimizer
+// step, without a checkpoint, naming the first parameter whose gradient is not finite.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "data/batch.h"
+#include "lm/evaluate.h"
+#include "lm/metrics_log.h"
+#include "nn/transformer_lm.h"
+#include "optim/adamw.h"
+
+namespace tapegrad::lm {
+
+struct TrainOptions {
+  int64_t batch_size = 32;          // windows per micro-batch (B)
+  int64_t grad_accum = 1;           // micro-batches per optimizer step
+  int64_t steps = 1000;             // total optimizer steps (the run ends there)
+  double lr = 1e-3, min_lr = 1e-4;  // cosine from lr down to min_lr
+  int64_t warmup_steps = 0;         // linear warm-up from 0
+  int64_t cosine_steps = 0;         // end of the cosine (≤ 0: steps)
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+  double grad_clip = 1.0;           // ≤ 0: no clipping (the norm is still computed and logged)
+  uint64_t seed = 1337;             // model initialisation and data order
+  std::string out_dir;              // "" : no files at all (a library user's choice)
+  int64_t eval_every = 0;           // ≤ 0: evaluate only at the end (when there is validation data)
+  int64_t eval_batch_size = 0;      // ≤ 0: batch_size
+  int64_t checkpoint_every = 0;     // ≤ 0: checkpoint only at the end (and when stopped)
+  int keep_last = 3;                // step checkpoints kept (best.safetensors is separate)
+  int64_t log_every = 1;            // a metrics.jsonl line every N steps (and at the last)
+  bool detect_anomaly = false;      // name the tape entry that first produced a non-finite value
+  // Stored in config.json and in every checkpoint (as run.<key>): data paths, the tokenizer's
+  // fingerprint ("tokenizer_fingerprint"), whatever the caller wants a checkpoint to remember.
+  std::map<std::string, std::string> run_info;
+
+  // Every field except run_info as strings (exact numbers), for config.json and checkpoints.
+  std::map<std::string, std::string> to_map() const;
+  void validate() const;  // throws tapegrad::Error naming the option at fault
+};
+
+struct StepStats {
+  int64_t step = 0, steps = 0;   // optimizer steps done / total
+  uint64_t tokens = 0;           // training tokens seen so far
+  double loss = 0, lr = 0, grad_norm = 0;
+  double step_seconds = 0;       // this step (data, forward, backward, clip, update)
+  double tokens_per_s = 0;       // this step's tokens / step_seconds
+  double wall_s = 0;             // training wall time so far (continues across resumes)
+};
+
+struct EvalStats {
+  int64_t step = 0;
+  EvalResult result;
+  bool best = false;             // lowest validation loss so far
+  double seconds = 0;
+};
+
+enum class TrainStatus { Completed, Stopped, Diverged };
+
+struct TrainResult {
+  TrainStatus status = TrainStatus::Completed;
+  int64_t step = 0;
+  std::string message;           // Stopped / Diverged: what happened
+  std::string last_checkpoint;   // "" when none was written
+  std::optional<EvalResult> last_eval;
+};
+
+struct TrainCallbacks {
+  std::function<void(const StepStats&)> on_step;
+  std::function<void(const EvalStats&)> on_eval;
+  std::function<void(const std::string& path, int64_t step)> on_checkpoint;
+  std::function<bool()> should_stop;  // polled after every step
+};
+
+class Trainer {
+ public:
+  // `train` (and `val`, when given) must outlive the trainer. Checks the options, the config and
+  // that every token id in the data is below config.vocab_size (tapegrad::Error otherwise). With an
+  // out_dir, prepares the run directory; run() refuses a directory that already holds checkpoints
+  // unless resume() was called first.
+  Trainer(const nn::TransformerLMConfig& config, TrainOptions options, data::TokenSource train,
+          std::optional<data::TokenSource> val = std::nullopt);
+  ~Trainer();
+
+  // Restores model, optimizer, step, data order, tokens seen, wall time and best validation loss
+  // from a checkpoint. Refused (nothing changed) when its model config differs, or its
+  // run_info["tokenizer_fingerprint"] differs from ours.
+  void resume(const std::string& checkpoint_path);
+
+  // Trains until options.steps (or a stop request, or a non-finite loss/gradient).
+  TrainResult run(const TrainCallbacks& callbacks = {});
+
+  // One optimizer step; returns its stats. Throws lm::DivergedError on a non-finite loss/gradient
+  // (before updating anything) — run() turns that into TrainStatus::Diverged.
+  StepStats train_step();
+  EvalResult evaluate() const;  // over the whole validation data (throws without one)
+  // Writes DIR/checkpoints/step_<N>.safetensors (atomic), prunes old ones; returns the path.
+  std::string save_checkpoint();
+
+  nn::TransformerLM& model() { return *model_; }
+  const TrainOptions& options() const { return options_; }
+  int64_t step() const { return step_; }
+  uint64_t tokens_seen() const { return tokens_; }
+  const MetricsLog* metrics() const { return metrics_.get(); }
+
+ private:
+  void save_to(const std::string& path);
+  void write_plot() const;
+  std::string first_nonfinite_gradient() const;
+
+  TrainOptions options_;
+  data::TokenSource train_;
+  std::optional<data::TokenSource> val_;
+  std::unique_ptr<nn::TransformerLM> model_;
+  std::unique_ptr<optim::AdamW> optimizer_;
+  Generator data_gen_;
+  int64_t step_ = 0;
+  uint64_t tokens_ = 0;
+  double wall_s_ = 0;  // before this process's training started (restored on resume)
+  double best_val_ = std::numeric_limits<double>::infinity();
+  std::unique_ptr<MetricsLog> metrics_;
+  bool resumed_ = false;
+};
+
+// A non-finite loss or gradient (the message names the step and the first such parameter).
+class DivergedError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The largest token id + 1 of a token stream (0 when empty): a token file's header may promise a
+// vocabulary, this proves it.
+uint64_t max_token_id_plus_one(const data::TokenSource& data);
+
+}  // namespace tapegrad::lm

@@ -1,0 +1,52 @@
+// cli.cpp — option parsing shared by the subcommands (see cli.h).
+#include "tools/cli.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "autograd/tapegrad.h"
+#include "kernels/backend.h"
+
+namespace tapegrad::cli {
+
+bool parse(Args args, po::options_description& opts, po::variables_map& vm, const std::string& usage) {
+  opts.add_options()("help,h", "show this help")(
+      "config", po::value<std::string>(), "read options from this INI-style file (key = value; flags override it)");
+  // Boost wants argc/argv with a program name first.
+  std::vector<const char*> argv{"tapegrad"};
+  for (char* a : args) argv.push_back(a);
+  po::store(po::command_line_parser(int(argv.size()), argv.data()).options(opts).run(), vm);
+  if (vm.count("help")) {
+    std::cout << "usage: " << usage << "\n" << opts;
+    return false;
+  }
+  if (vm.count("config")) {
+    const std::string path = vm["config"].as<std::string>();
+    std::ifstream f(path);
+    TG_CHECK(f.good(), "--config: cannot read '{}'", path);
+    try {
+      // Values already stored (the flags) are kept: po::store never overwrites.
+      po::store(po::parse_config_file(f, opts), vm);
+    } catch (const po::error& e) {
+      throw Error(fmt::format("--config '{}': {}", path, e.what()));
+    }
+  }
+  po::notify(vm);
+  return true;
+}
+
+void print_blas_advice() {
+  const std::string advice = kernels::blas_advice();
+  if (!advice.empty()) std::fprintf(stderr, "tapegrad: %s\n", advice.c_str());
+}
+
+void set_threads(int n) {
+  TG_CHECK(n >= 0, "--threads must be >= 0 (0: all cores), but is {}", n);
+  if (n > 0) set_num_threads(n);
+}
+
+}  // namespace tapegrad::cli

@@ -1,0 +1,35 @@
+// cli.h — what every subcommand of the tool shares: option parsing (flags, then an INI-style
+// --config FILE whose values the flags override), help text, and small I/O helpers.
+//
+//   po::options_description opts("tapegrad eval options");
+//   opts.add_options()("checkpoint", po::value<std::string>()->required(), "checkpoint file");
+//   po::variables_map vm;
+//   if (!cli::parse(args, opts, vm, "tapegrad eval --checkpoint C --data TOKENS.bin")) return 0;  // --help shown
+//
+// Errors (unknown or malformed flags, a missing required flag, an unreadable --config) are thrown
+// as boost::program_options::error or tapegrad::Error; main.cpp prints them as one stderr line.
+#pragma once
+#include <boost/program_options.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tapegrad::cli {
+
+namespace po = boost::program_options;
+
+// The arguments after the subcommand's name (argv[0] is not included).
+using Args = std::span<char* const>;
+
+// Adds --help and --config to `opts`, parses `args` (then the config file, if given: flags win),
+// runs notify (required options, value checks). Returns false when --help was asked for (after
+// printing `usage` and the options to stdout): the command then returns 0.
+bool parse(Args args, po::options_description& opts, po::variables_map& vm, const std::string& usage);
+
+// One stderr line when OpenBLAS runs a generic core on this CPU (see scripts/blas_env.sh).
+void print_blas_advice();
+
+// Sets the CPU thread count when n > 0 (0 keeps OpenMP's default); throws on n < 0.
+void set_threads(int n);
+
+}  // namespace tapegrad::cli

@@ -1,0 +1,60 @@
+// cmd_info.cpp — `tapegrad info`: version, the OpenBLAS library and core in use, threads; with
+// --checkpoint, what a checkpoint holds (model config, parameters, step, tokenizer, hyperparameters).
+#include <fmt/format.h>
+
+#include "autograd/io/exact_number.h"
+#include "autograd/tapegrad.h"
+#include "kernels/backend.h"
+#include "lm/model_io.h"
+#include "optim/checkpoint.h"
+#include "tools/commands.h"
+
+namespace tapegrad::cli {
+
+namespace {
+
+void print_checkpoint(const std::string& path) {
+  const optim::Checkpoint ck = optim::read_checkpoint(path);
+  auto extra = [&](const std::string& key) {
+    auto it = ck.extra.find(key);
+    return it == ck.extra.end() ? std::string("-") : it->second;
+  };
+  fmt::print("checkpoint {}\n  step {}   tokens seen {}   training wall time {} s   best validation loss {}\n", path,
+             ck.step, extra("tokens"), extra("wall_s"), extra("best_val_loss"));
+  fmt::print("  parameters {} ({})\n  model config:\n", lm::checkpoint_parameter_count(ck), ck.model_dtype);
+  for (const auto& [k, v] : ck.config) fmt::print("    {} = {}\n", k, v);
+  fmt::print("  tokenizer: {} (fingerprint {})\n", extra("run.tokenizer"), extra("run.tokenizer_fingerprint"));
+  const optim::OptimizerInfo& o = ck.optimizer;
+  fmt::print("  optimizer {}:", o.kind);
+  for (const auto& [k, v] : o.fixed) fmt::print(" {} {}", k, format_exact(v));
+  for (size_t g = 0; g < o.lr.size(); ++g)
+    fmt::print("; group {} ({} tensors) lr {} weight decay {}", g, o.group_sizes[g], format_exact(o.lr[g]),
+               format_exact(o.weight_decay[g]));
+  fmt::print("\n  training options:\n");
+  for (const auto& [k, v] : ck.extra)
+    if (k.starts_with("train.")) fmt::print("    {} = {}\n", k.substr(6), v);
+  fmt::print("  run:\n");
+  for (const auto& [k, v] : ck.extra)
+    if (k.starts_with("run.")) fmt::print("    {} = {}\n", k.substr(4), v);
+}
+
+}  // namespace
+
+int cmd_info(Args args) {
+  po::options_description opts("tapegrad info options");
+  opts.add_options()("checkpoint", po::value<std::string>(), "describe this checkpoint instead")(
+      "threads", po::value<int>()->default_value(0), "CPU threads (0: OpenMP's default)");
+  po::variables_map vm;
+  if (!parse(args, opts, vm, "tapegrad info [--checkpoint C]")) return 0;
+  if (vm.count("checkpoint")) {
+    print_checkpoint(vm["checkpoint"].as<std::string>());
+    return 0;
+  }
+  set_threads(vm["threads"].as<int>());
+  fmt::print("tapegrad 0.1.0\nOpenBLAS: {}\nOpenBLAS core: {} (threading model {}: 2 = OpenMP)\nthreads: {}\n",
+             kernels::blas_library_path(), kernels::blas_core_name(), kernels::blas_parallel_model(), num_threads());
+  print_blas_advice();
+  return 0;
+}
+
+}  // namespace tapegrad::cli

@@ -1,0 +1,290 @@
+// cmd_train.cpp — `tapegrad train`: builds the model config, data and lm::TrainOptions from the
+// options, then runs lm::Trainer with the progress line. The loop itself is lm/trainer.cpp.
+//   tapegrad train --model micro --text corpus.txt --tokenizer tok/ --steps 2000 --out run
+//   tapegrad train --train train.bin --val val.bin --d-model 256 --layers 4 --heads 8 --out run
+//   tapegrad train ... --resume            (continue from the newest checkpoint in --out)
+#include <fmt/format.h>
+
+#include <csignal>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "data/hf_tokenizer_json.h"
+#include "data/token_file.h"
+#include "data/tokenizer.h"
+#include "data/tokenizer_files.h"
+#include "lm/model_presets.h"
+#include "lm/run_dir.h"
+#include "lm/text_split.h"
+#include "lm/throughput.h"
+#include "lm/trainer.h"
+#include "optim/checkpoint.h"
+#include "tools/commands.h"
+#include "tools/progress.h"
+#include "tools/stop_signals.h"
+
+namespace tapegrad::cli {
+
+namespace {
+
+const char* kUsage =
+    "tapegrad train (--text FILE --tokenizer T | --train TOKENS.bin [--val TOKENS.bin]) --out DIR [options]";
+
+// The model options that shape the network; when resuming without any of them, the checkpoint's config is used.
+constexpr const char* kModelFlags[] = {"model", "vocab-size", "context", "d-model", "layers", "heads",
+                                       "kv-heads", "d-ff", "rope-theta", "tie-embeddings"};
+
+void add_options(po::options_description& opts) {
+  opts.add_options()
+      // model
+      ("model", po::value<std::string>(), "preset: micro | small | tiny (other model options override its fields)")
+      ("vocab-size", po::value<int64_t>(), "vocabulary size (default: the tokenizer's, else the token file's)")
+      ("context", po::value<int64_t>(), "context length T")
+      ("d-model", po::value<int64_t>(), "model width C")
+      ("layers", po::value<int64_t>(), "Transformer blocks L")
+      ("heads", po::value<int64_t>(), "attention heads H")
+      ("kv-heads", po::value<int64_t>(), "key/value heads (GQA; default: heads)")
+      ("d-ff", po::value<int64_t>(), "SwiGLU hidden size (default: 8/3·d_model rounded up to 64)")
+      ("rope-theta", po::value<double>(), "RoPE base θ (default 10000)")
+      ("tie-embeddings", po::value<bool>(), "share the token embedding with the LM head (true/false)")
+      // data
+      ("text", po::value<std::string>(), "a text file, tokenized here; the last documents are the validation data")
+      ("val-fraction", po::value<double>()->default_value(0.1), "--text: fraction of documents held out")
+      ("train", po::value<std::string>(), "training token file (tapegrad tokenize encode)")
+      ("val", po::value<std::string>(), "validation token file")
+      ("tokenizer", po::value<std::string>(), "tokenizer.json or a tokenizer folder (required with --text)")
+      // optimization
+      ("batch-size", po::value<int64_t>(), "windows per micro-batch (default: the preset's, else 32)")
+      ("grad-accum", po::value<int64_t>()->default_value(1), "micro-batches per optimizer step")
+      ("steps", po::value<int64_t>(), "optimizer steps (default 1000)")
+      ("tokens", po::value<int64_t>(), "train on this many tokens instead of --steps")
+      ("lr", po::value<double>()->default_value(1e-3), "peak learning rate")
+      ("min-lr", po::value<double>(), "learning rate at the end of the cosine (default lr/10)")
+      ("warmup-steps", po::value<int64_t>(), "linear warm-up steps (default: steps/20, at most 200)")
+      ("cosine-steps", po::value<int64_t>(), "the cosine ends at this step (default: steps)")
+      ("beta1", po::value<double>()->default_value(0.9), "AdamW β1")
+      ("beta2", po::value<double>()->default_value(0.95), "AdamW β2")
+      ("eps", po::value<double>()->default_value(1e-8), "AdamW ε")
+      ("weight-decay", po::value<double>()->default_value(0.1), "AdamW weight decay (matrices only)")
+      ("grad-clip", po::value<double>()->default_value(1.0), "clip the global gradient norm to this (0: off)")
+      ("seed", po::value<uint64_t>()->default_value(1337), "initialisation and data-order seed")
+      ("threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)")
+      // run
+      ("out", po::value<std::string>(), "run directory: config.json, metrics.jsonl, loss.svg, checkpoints/")
+      ("eval-every", po::value<int64_t>()->default_value(0), "evaluate on all validation data every N steps (0: at the end)")
+      ("eval-batch-size", po::value<int64_t>()->default_value(0), "windows per evaluation batch (0: batch size)")
+      ("checkpoint-every", po::value<int64_t>()->default_value(0), "checkpoint every N steps (0: at the end)")
+      ("keep-last", po::value<int>()->default_value(3), "step checkpoints kept (best.safetensors is kept apart)")
+      ("log-every", po::value<int64_t>()->default_value(1), "a metrics.jsonl line every N steps")
+      ("print-every", po::value<int64_t>()->default_value(0), "a progress line every N steps when stdout is not a terminal (0: steps/50)")
+      ("resume", po::value<std::string>()->implicit_value(""), "continue a run: from the newest checkpoint in --out, or from the given one")
+      ("detect-anomaly", po::bool_switch(), "name the tape entry that first produces a NaN/Inf (slower)");
+}
+
+template <class T>
+std::optional<T> get(const po::variables_map& vm, const char* key) {
+  if (!vm.count(key)) return std::nullopt;
+  return vm[key].as<T>();
+}
+
+// The model config: a preset's fields, then every field given on the command line or in --config.
+nn::TransformerLMConfig model_config(const po::variables_map& vm, int64_t data_vocab) {
+  nn::TransformerLMConfig c;
+  if (auto name = get<std::string>(vm, "model")) {
+    c = lm::preset_config(*name);
+  } else {
+    c.context_length = 256, c.d_model = 256, c.n_layers = 4, c.n_heads = 8;  // `small`'s shape
+  }
+  c.vocab_size = get<int64_t>(vm, "vocab-size").value_or(data_vocab > 0 ? data_vocab : c.vocab_size);
+  if (auto v = get<int64_t>(vm, "context")) c.context_length = *v;
+  if (auto v = get<int64_t>(vm, "d-model")) c.d_model = *v;
+  if (auto v = get<int64_t>(vm, "layers")) c.n_layers = *v;
+  if (auto v = get<int64_t>(vm, "heads")) c.n_heads = *v;
+  c.n_kv_heads = get<int64_t>(vm, "kv-heads").value_or(c.n_heads);
+  if (auto v = get<int64_t>(vm, "d-ff")) c.d_ff = *v;
+  else if (!vm.count("model")) c.d_ff = 0;  // default 8/3·d_model
+  if (auto v = get<double>(vm, "rope-theta")) c.rope_theta = *v;
+  if (auto v = get<bool>(vm, "tie-embeddings")) c.tie_embeddings = *v;
+  TG_CHECK(c.vocab_size > 0, "the vocabulary size is unknown: give --tokenizer, a token file, or --vocab-size");
+  TG_CHECK(c.n_heads > 0 && c.d_model > 0 && c.d_model % c.n_heads == 0,
+           "--heads {} must divide --d-model {}", c.n_heads, c.d_model);
+  TG_CHECK(c.n_kv_heads > 0 && c.n_heads % c.n_kv_heads == 0, "--kv-heads {} must divide --heads {}", c.n_kv_heads,
+           c.n_heads);
+  TG_CHECK(c.context_length > 0 && c.n_layers >= 1, "--context and --layers must be positive");
+  return c;
+}
+
+// Reconstructs the command line with --resume, for the "how to continue" line.
+std::string resume_command(Args args) {
+  std::string cmd = "tapegrad train";
+  bool has_resume = false;
+  for (char* a : args) {
+    const std::string s = a;
+    has_resume |= s.starts_with("--resume");
+    cmd += " " + (s.find_first_of(" '\"$") == std::string::npos ? s : "'" + s + "'");
+  }
+  return has_resume ? cmd : cmd + " --resume";
+}
+
+}  // namespace
+
+int cmd_train(Args args) {
+  po::options_description opts("tapegrad train options");
+  add_options(opts);
+  po::variables_map vm;
+  if (!parse(args, opts, vm, kUsage)) return 0;
+  set_threads(vm["threads"].as<int>());
+  print_blas_advice();
+
+  TG_CHECK(vm.count("out"), "--out DIR is required (the run directory)");
+  const std::string out = vm["out"].as<std::string>();
+  TG_CHECK(vm.count("text") != vm.count("train"), "give either --text FILE or --train TOKENS.bin (not both, not neither)");
+  TG_CHECK(!(vm.count("text") && vm.count("val")), "--val goes with --train; --text holds out its own validation part");
+
+  // The tokenizer: the given one, or the run's own when resuming.
+  std::optional<data::BpeModel> bpe;
+  std::string tokenizer_source;
+  if (vm.count("tokenizer")) tokenizer_source = vm["tokenizer"].as<std::string>();
+  else if (vm.count("resume") && std::filesystem::exists(std::filesystem::path(out) / "tokenizer.json"))
+    tokenizer_source = (std::filesystem::path(out) / "tokenizer.json").string();
+  if (!tokenizer_source.empty()) bpe = data::load_tokenizer_model(tokenizer_source);
+  TG_CHECK(!vm.count("text") || bpe, "--text needs --tokenizer (train one with: tapegrad tokenize train)");
+
+  // The data, kept alive for the trainer.
+  std::unique_ptr<data::TokenFile> train_file, val_file;
+  lm::TokenizedText text;
+  std::optional<data::TokenSource> train_src, val_src;
+  std::map<std::string, std::string> run_info;
+  const int threads = num_threads();
+  if (vm.count("text")) {
+    data::Tokenizer tok(*bpe);
+    const std::string path = vm["text"].as<std::string>();
+    text = lm::tokenize_text_file(path, tok, vm["val-fraction"].as<double>(), threads);
+    fmt::print("text {}: {:.2f} MB → {} training tokens ({} documents), {} validation tokens ({} documents)\n", path,
+               double(text.bytes) / 1e6, text.train.size(), text.train_documents, text.val.size(), text.val_documents);
+    train_src.emplace(std::span<const uint32_t>(text.train));
+    val_src.emplace(std::span<const uint32_t>(text.val));
+    run_info["text"] = path;
+  } else {
+    train_file = std::make_unique<data::TokenFile>(vm["train"].as<std::string>());
+    train_src.emplace(*train_file);
+    run_info["train"] = vm["train"].as<std::string>();
+    if (vm.count("val")) {
+      val_file = std::make_unique<data::TokenFile>(vm["val"].as<std::string>());
+      val_src.emplace(*val_file);
+      run_info["val"] = vm["val"].as<std::string>();
+    }
+  }
+  const int64_t data_vocab = bpe ? int64_t(bpe->vocab.size()) : train_file ? int64_t(train_file->vocab_size()) : 0;
+
+  // Resuming: which checkpoint, and (when no model option is given) the model config it holds.
+  std::string resume_from;
+  std::optional<optim::Checkpoint> resume_ck;
+  if (vm.count("resume")) {
+    resume_from = vm["resume"].as<std::string>();
+    if (resume_from.empty()) {
+      auto newest = lm::newest_checkpoint(out);
+      TG_CHECK(newest.has_value(), "--resume: '{}' holds no checkpoint to resume from", out);
+      resume_from = *newest;
+    }
+  }
+  bool model_flags = false;
+  for (const char* f : kModelFlags) model_flags |= vm.count(f) > 0;
+  nn::TransformerLMConfig config;
+  if (!resume_from.empty() && !model_flags) {
+    resume_ck = optim::read_checkpoint(resume_from);
+    config = nn::TransformerLMConfig::from_config_map(resume_ck->config);
+  } else {
+    config = model_config(vm, data_vocab);
+  }
+  if (bpe)
+    TG_CHECK(int64_t(bpe->vocab.size()) <= config.vocab_size,
+             "the tokenizer has {} tokens but the model's vocabulary is {}", bpe->vocab.size(), config.vocab_size);
+
+  lm::TrainOptions o;
+  const lm::ModelPreset* preset = vm.count("model") ? &lm::model_preset(vm["model"].as<std::string>()) : nullptr;
+  o.batch_size = get<int64_t>(vm, "batch-size").value_or(preset ? preset->batch_size : 32);
+  o.grad_accum = vm["grad-accum"].as<int64_t>();
+  TG_CHECK(!(vm.count("steps") && vm.count("tokens")), "give --steps or --tokens, not both");
+  const int64_t tokens_per_step = o.batch_size * o.grad_accum * config.context_length;
+  o.steps = vm.count("tokens") ? (vm["tokens"].as<int64_t>() + tokens_per_step - 1) / tokens_per_step
+                               : get<int64_t>(vm, "steps").value_or(1000);
+  o.lr = vm["lr"].as<double>();
+  o.min_lr = get<double>(vm, "min-lr").value_or(o.lr / 10);
+  o.warmup_steps = get<int64_t>(vm, "warmup-steps").value_or(std::min<int64_t>(200, o.steps / 20));
+  o.cosine_steps = get<int64_t>(vm, "cosine-steps").value_or(0);
+  o.beta1 = vm["beta1"].as<double>();
+  o.beta2 = vm["beta2"].as<double>();
+  o.eps = vm["eps"].as<double>();
+  o.weight_decay = vm["weight-decay"].as<double>();
+  o.grad_clip = vm["grad-clip"].as<double>();
+  o.seed = vm["seed"].as<uint64_t>();
+  o.out_dir = out;
+  o.eval_every = vm["eval-every"].as<int64_t>();
+  o.eval_batch_size = vm["eval-batch-size"].as<int64_t>();
+  o.checkpoint_every = vm["checkpoint-every"].as<int64_t>();
+  o.keep_last = vm["keep-last"].as<int>();
+  o.log_every = vm["log-every"].as<int64_t>();
+  o.detect_anomaly = vm["detect-anomaly"].as<bool>();
+  run_info["threads"] = fmt::format("{}", threads);
+  if (preset) run_info["model_preset"] = preset->name;
+  if (bpe) {
+    run_info["tokenizer"] = (std::filesystem::path(out) / "tokenizer.json").string();
+    run_info["tokenizer_source"] = tokenizer_source;
+    run_info["tokenizer_fingerprint"] = data::tokenizer_fingerprint(*bpe);
+  }
+  o.run_info = run_info;
+
+  lm::Trainer trainer(config, o, *train_src, val_src);
+  if (!resume_from.empty()) {
+    trainer.resume(resume_from);
+    fmt::print("resumed from {} at step {}\n", resume_from, trainer.step());
+  }
+  if (bpe && !std::filesystem::exists(std::filesystem::path(out) / "tokenizer.json"))
+    data::save_hf_tokenizer_json(*bpe, (std::filesystem::path(out) / "tokenizer.json").string());
+
+  const double flops = lm::flops_per_token(trainer.model().config);
+  const double sgemm = lm::measure_matmul_gflops();
+  const nn::TransformerLMConfig& mc = trainer.model().config;
+  fmt::print("model: {} parameters (V {} T {} C {} L {} H {} Hkv {} F {}), {:.2f} MFLOP/token; batch {}×{}×{} = {} "
+             "tokens/step, {} steps; sgemm {:.1f} GFLOP/s on {} threads\n",
+             trainer.model().num_parameters(), mc.vocab_size, mc.context_length, mc.d_model, mc.n_layers, mc.n_heads,
+             mc.n_kv_heads, mc.d_ff, flops / 1e6, o.batch_size, o.grad_accum, mc.context_length, tokens_per_step,
+             o.steps, sgemm, threads);
+
+  install_stop_signals();
+  const int64_t print_every = vm["print-every"].as<int64_t>() > 0 ? vm["print-every"].as<int64_t>()
+                                                                   : std::max<int64_t>(1, o.steps / 50);
+  ProgressLine progress(flops, sgemm, print_every);
+  lm::TrainCallbacks cb;
+  cb.on_step = [&](const lm::StepStats& s) { progress.step(s); };
+  cb.on_eval = [&](const lm::EvalStats& e) { progress.eval(e); };
+  cb.should_stop = [] { return stop_signal() != 0; };
+  const lm::TrainResult r = trainer.run(cb);
+  progress.finish();
+  switch (r.status) {
+    case lm::TrainStatus::Completed:
+      fmt::print("done: {} steps, {} tokens; checkpoint {}\n", r.step, trainer.tokens_seen(), r.last_checkpoint);
+      if (r.last_eval)
+        fmt::print("final validation loss {:.4f}, perplexity {:.2f} ({} tokens)\n", r.last_eval->loss,
+                   r.last_eval->perplexity, r.last_eval->tokens);
+      fmt::print("run directory {}: metrics.jsonl, loss.svg, config.json, checkpoints/\n", out);
+      return 0;
+    case lm::TrainStatus::Stopped: {
+      const int sig = stop_signal();
+      std::fprintf(stderr, "tapegrad: %s by %s; checkpoint %s\n  resume with: %s\n", r.message.c_str(),
+                   sig == SIGINT ? "Ctrl-C" : "SIGTERM", r.last_checkpoint.c_str(), resume_command(args).c_str());
+      return 128 + sig;
+    }
+    case lm::TrainStatus::Diverged: {
+      const auto newest = lm::newest_checkpoint(out);
+      std::fprintf(stderr, "tapegrad: training diverged: %s; the newest checkpoint is %s%s\n", r.message.c_str(),
+                   newest ? newest->c_str() : "(none)", o.detect_anomaly ? "" : " (rerun with --detect-anomaly to find the op)");
+      return 3;
+    }
+  }
+  return 0;
+}
+
+}  // namespace tapegrad::cli

@@ -1,0 +1,15 @@
+// commands.h — the tool's subcommands, one file each (cmd_<name>.cpp); main.cpp dispatches on
+// argv[1]. Each takes the arguments after its name and returns the process exit status.
+#pragma once
+#include "tools/cli.h"
+
+namespace tapegrad::cli {
+
+int cmd_demo(Args args);      // cmd_demo.cpp: fit an MLP on the tape, print the tape, gradcheck it
+int cmd_dot(Args args);       // cmd_demo.cpp: the DOT graph of a small expression
+int cmd_info(Args args);      // cmd_info.cpp: version, BLAS core, threads; or a checkpoint's contents
+int cmd_tokenize(Args args);  // cmd_tokenize.cpp: `tokenize train` (BPE) and `tokenize encode` (text → token file)
+int cmd_train(Args args);     // cmd_train.cpp: train a TransformerLM (lm::Trainer)
+int cmd_eval(Args args);      // cmd_eval.cpp: loss and perplexity of a checkpoint on token data or text
+
+}  // namespace tapegrad::cli

@@ -1,0 +1,75 @@
+// progress.cpp — the training progress line (see progress.h).
+#include "tools/progress.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+
+namespace tapegrad::cli {
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = int64_t(std::llround(seconds));
+  if (s >= 3600) return fmt::format("{}:{:02d}:{:02d}", s / 3600, (s / 60) % 60, s % 60);
+  return fmt::format("{}:{:02d}", s / 60, s % 60);
+}
+
+namespace {
+
+std::string rate(double v) {
+  if (v >= 1e6) return fmt::format("{:.2f}M", v / 1e6);
+  if (v >= 1e4) return fmt::format("{:.1f}k", v / 1e3);
+  return fmt::format("{:.0f}", v);
+}
+
+}  // namespace
+
+ProgressLine::ProgressLine(double flops_per_token, double sgemm_gflops, int64_t print_every)
+    : tty_(::isatty(STDOUT_FILENO) == 1),
+      flops_per_token_(flops_per_token),
+      sgemm_gflops_(sgemm_gflops),
+      print_every_(std::max<int64_t>(print_every, 1)) {}
+
+void ProgressLine::step(const lm::StepStats& s) {
+  ema_weight_ = 0.9 * ema_weight_ + 0.1;
+  ema_loss_ = 0.9 * ema_loss_ + 0.1 * s.loss;
+  step_time_sum_ += s.step_seconds;
+  ++steps_here_;
+  if (!tty_ && s.step % print_every_ != 0 && s.step != s.steps) return;
+  const double gflops = s.tokens_per_s * flops_per_token_ / 1e9;
+  const std::string mfu = sgemm_gflops_ > 0 ? fmt::format(" ({:.0f}% of sgemm)", 100 * gflops / sgemm_gflops_) : "";
+  const double eta = double(s.steps - s.step) * step_time_sum_ / double(steps_here_);
+  const std::string line =
+      fmt::format("step {}/{}  loss {:.4f}  lr {:.2e}  {} tok/s  {:.1f} GFLOP/s{}  {} / ETA {}", s.step, s.steps,
+                  ema_loss_ / ema_weight_, s.lr, rate(s.tokens_per_s), gflops, mfu, format_duration(s.wall_s),
+                  format_duration(eta));
+  if (tty_) {
+    std::fputs(("\r" + line + "\x1b[K").c_str(), stdout);
+    live_ = true;
+  } else {
+    std::fputs((line + "\n").c_str(), stdout);
+  }
+  std::fflush(stdout);
+}
+
+void ProgressLine::eval(const lm::EvalStats& e) {
+  message(fmt::format("eval @ step {}: val loss {:.4f}  perplexity {:.2f}  ({} tokens, {:.1f} s){}", e.step,
+                      e.result.loss, e.result.perplexity, e.result.tokens, e.seconds, e.best ? "  best" : ""));
+}
+
+void ProgressLine::message(const std::string& line) {
+  end_live_line();
+  std::fputs((line + "\n").c_str(), stdout);
+  std::fflush(stdout);
+}
+
+void ProgressLine::finish() { end_live_line(); }
+
+void ProgressLine::end_live_line() {
+  if (live_) std::fputs("\n", stdout);
+  live_ = false;
+}
+
+}  // namespace tapegrad::cli
