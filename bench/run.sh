@@ -17,22 +17,33 @@
 #                           run, at 1 and 2 threads, alternating ours/PyTorch BENCH_TRAIN_RUNS times
 #                           (default 3; medians of the per-run medians). Env: BENCH_STEPS (timed steps
 #                           per run, default 10 for micro/small, 6 for tiny). Never run by `all`.
+#   bench/run.sh tool [micro|small|tiny|all]
+#                           the training loop of the command-line tool against the bare step: `tapegrad train`
+#                           (on a token file of uniform random ids, no --val, a metrics.jsonl line every step,
+#                           gradient-norm clipping, checkpoint only at the end) vs bench_train, same config and
+#                           threads, target: the tool ≥ 97 % of bench_train's tokens/s; beside them PyTorch 2.x
+#                           eager and torch.compile (shared/bench/torch_lm_modern.py --device cpu --modes
+#                           fp32,fp32c, from the venv /opt/torch2 of shared/bench/README.md). The programs
+#                           alternate BENCH_TOOL_RUNS times (default 3; medians over the runs); BENCH_STEPS as
+#                           for train, 3 warm-up steps; BENCH_TORCH2 (default /opt/torch2/bin/python). Table:
+#                           bench/combine_tool.py. Never run by `all`.
 #
 # Steps: source scripts/blas_env.sh (OPENBLAS_CORETYPE for this CPU, the same for every program run
-# here); scripts/deps.sh --bench (installs only what is missing); scripts/build.sh (Release, build/);
+# here); scripts/deps.sh --bench (installs only what is missing; plain deps.sh for `tool`); scripts/build.sh (Release, build/);
 # the LibTorch peer is compiled once into build/bench-peers/. Prints one combined table per mode and
 # ends with exactly one line `RESULT {json}`. Without python3-torch / libtorch-dev it runs ours alone.
 #
 # Environment: BENCH_REPS (default 9: median of 9 after a warm-up), BENCH_THREADS (default 1,2),
 # BENCH_N (default 10000, overhead chain length), BENCH_PEERS=0 (ours alone), BENCH_PYTHON
-# (default /usr/bin/python3). OMP_WAIT_POLICY is passed through unchanged
+# (default /usr/bin/python3), BENCH_BUILD=0 (build nothing: use the binaries already in build/).
+# OMP_WAIT_POLICY is passed through unchanged
 # (measured: it makes no difference here, see bench/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 mode=${1:-all}
-case "$mode" in overhead | large | all | bpe | train) ;; *)
-  echo "usage: bench/run.sh overhead|large|all|bpe|train [micro|small|tiny|all]" >&2
+case "$mode" in overhead | large | all | bpe | train | tool) ;; *)
+  echo "usage: bench/run.sh overhead|large|all|bpe|train|tool [micro|small|tiny|all]" >&2
   exit 2
   ;;
 esac
@@ -47,8 +58,11 @@ source scripts/blas_env.sh
 export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-}"
 [[ -z "$OPENBLAS_CORETYPE" ]] && unset OPENBLAS_CORETYPE
 
-if ! scripts/deps.sh --bench; then
-  echo "run.sh: warning: scripts/deps.sh --bench failed; going on with what is installed" >&2
+# `tool` compares against the PyTorch 2.x venv, not Debian's PyTorch 1.13: no --bench packages for it.
+deps_args=(--bench)
+[[ $mode == tool ]] && deps_args=()
+if ! scripts/deps.sh "${deps_args[@]}"; then
+  echo "run.sh: warning: scripts/deps.sh ${deps_args[*]} failed; going on with what is installed" >&2
 fi
 
 log() { echo "run.sh: $*" >&2; }
@@ -56,14 +70,18 @@ log() { echo "run.sh: $*" >&2; }
 # ---- build ours (Release, build/) ----
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
+bench_targets=(bench_overhead bench_large bench_bpe bench_train)
+[[ $mode == tool ]] && bench_targets=(bench_train tapegrad_tool)
 if [[ $mode == bpe && -n ${BENCH_BPE_BIN:-} ]]; then
   log "BENCH_BPE_BIN=$BENCH_BPE_BIN: building nothing"
+elif [[ ${BENCH_BUILD:-1} == 0 ]]; then
+  log "BENCH_BUILD=0: building nothing, using the binaries in build/"
 elif log "building tapegrad (Release) into build/ ..." && ! scripts/build.sh >"$OUT/build.log" 2>&1; then
   # The full build includes the tests; the benchmarks need only the library.
   log "full build failed; building the bench targets alone"
-  if ! cmake --build build -j"$(nproc)" --target bench_overhead bench_large bench_bpe bench_train >>"$OUT/build.log" 2>&1; then
+  if ! cmake --build build -j"$(nproc)" --target "${bench_targets[@]}" >>"$OUT/build.log" 2>&1; then
     tail -40 "$OUT/build.log" >&2
-    log "error: could not build bench_overhead / bench_large"
+    log "error: could not build ${bench_targets[*]}"
     exit 1
   fi
 fi
@@ -199,6 +217,76 @@ if [[ $mode == train ]]; then
   COMBINE_PY=$PY
   [[ -x $COMBINE_PY ]] || COMBINE_PY=$(command -v python3)
   "$COMBINE_PY" bench/combine_train.py "$OUT"
+  exit 0
+fi
+
+if [[ $mode == tool ]]; then
+  which=${2:-all}
+  case "$which" in micro | small | tiny) configs=("$which") ;; all) configs=(micro small tiny) ;; *)
+    log "error: unknown config '$which' (micro, small, tiny or all)"
+    exit 2
+    ;;
+  esac
+  TRAIN=build/bench/bench_train
+  TOOL=build/tools/tapegrad
+  TORCH2=${BENCH_TORCH2:-/opt/torch2/bin/python}
+  TORCH_LM2=$ROOT/../shared/bench/torch_lm_modern.py
+  RUNS=${BENCH_TOOL_RUNS:-3}
+  WARM=3
+  [[ -x $TRAIN ]] || { log "error: $TRAIN was not built"; exit 1; }
+  [[ -x $TOOL ]] || { log "error: $TOOL was not built (target tapegrad_tool)"; exit 1; }
+  SYS_PY=$(command -v python3 || true)
+  [[ -n $SYS_PY ]] || { log "error: python3 is needed (token files, the table)"; exit 1; }
+  have_torch2=0
+  if ((PEERS)) && [[ -x $TORCH2 && -f $TORCH_LM2 ]] && "$TORCH2" -c "import torch" 2>/dev/null; then
+    have_torch2=1
+  else
+    log "PyTorch 2 peer missing (needs $TORCH2 with torch, and $TORCH_LM2): no PyTorch 2 columns"
+    log "  (install: python3 -m venv /opt/torch2 && /opt/torch2/bin/pip install torch==2.15.0 numpy)"
+  fi
+  # Token files of uniform random ids in [0, V), data/token_file.h's format, 4 Mi tokens, seeded.
+  gen_tokens() {
+    "$SYS_PY" - "$1" "$2" <<'PYEOF'
+import array, random, struct, sys
+path, vocab, n = sys.argv[1], int(sys.argv[2]), 1 << 22
+ids = array.array("H", random.Random(vocab).choices(range(vocab), k=n))
+if sys.byteorder == "big":
+    ids.byteswap()
+with open(path, "wb") as f:
+    f.write(b"TGTOKENS" + struct.pack("<IIQQ", 1, 2, n, vocab))  # version 1, width 2, count, vocab
+    ids.tofile(f)
+PYEOF
+  }
+  IFS=, read -ra TLIST <<<"$THREADS"
+  for cfg in "${configs[@]}"; do
+    steps=${BENCH_STEPS:-$([[ $cfg == tiny ]] && echo 6 || echo 10)}
+    vocab=$([[ $cfg == micro ]] && echo 512 || echo 10000)
+    tokens=$OUT/random_$vocab.bin
+    [[ -s $tokens ]] || gen_tokens "$tokens" "$vocab"
+    for t in "${TLIST[@]}"; do
+      for ((r = 1; r <= RUNS; r++)); do
+        tag=${cfg}_${t}_$r
+        echo "---- tool $cfg, $t thread(s), run $r/$RUNS: bench_train ----"
+        own_threads "$TRAIN" --config "$cfg" --threads "$t" --steps "$steps" --warmup "$WARM" |
+          tee "$OUT/tool_bench_$tag.txt" | hide_result || log "warning: bench_train failed ($cfg, $t threads)"
+        echo "---- tool $cfg, $t thread(s), run $r/$RUNS: tapegrad train ----"
+        rundir=$OUT/run_$tag
+        own_threads "$TOOL" train --model "$cfg" --train "$tokens" --steps $((WARM + steps)) --threads "$t" \
+          --grad-clip 1.0 --out "$rundir" --log-every 1 --print-every 1000000 2>&1 |
+          tee "$OUT/tool_tool_$tag.txt" || log "warning: tapegrad train failed ($cfg, $t threads)"
+        [[ -f $rundir/metrics.jsonl ]] && cp "$rundir/metrics.jsonl" "$OUT/tool_tool_$tag.jsonl"
+        rm -rf "$rundir"  # its checkpoint (weights + AdamW state) is large for small/tiny
+        if ((have_torch2)); then
+          echo "---- tool $cfg, $t thread(s), run $r/$RUNS: PyTorch 2 eager + torch.compile (shared/bench/torch_lm_modern.py) ----"
+          own_threads "$TORCH2" "$TORCH_LM2" --device cpu --modes fp32,fp32c --configs "$cfg" --threads "$t" \
+            --steps "$steps" --warmup "$WARM" 2>&1 |
+            tee "$OUT/tool_torch2_$tag.txt" | hide_result || log "warning: torch_lm_modern.py failed ($cfg, $t threads)"
+        fi
+      done
+    done
+  done
+  echo
+  "$SYS_PY" bench/combine_tool.py "$OUT" "$WARM"
   exit 0
 fi
 

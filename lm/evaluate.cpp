@@ -2,6 +2,7 @@
 #include "lm/evaluate.h"
 
 #include <cmath>
+#include <vector>
 
 #include "nn/loss.h"
 
@@ -32,6 +33,22 @@ EvalResult evaluate(const nn::TransformerLM& model, const data::TokenSource& dat
   r.tokens = tokens;
   r.windows = batches.num_windows();
   return r;
+}
+
+double unigram_entropy(const data::TokenSource& data) {
+  std::vector<uint64_t> counts;
+  for (uint64_t i = 0; i < data.size(); ++i) {
+    const uint32_t id = data[i];
+    if (id >= counts.size()) counts.resize(size_t(id) + 1, 0);
+    ++counts[id];
+  }
+  double h = 0;
+  for (uint64_t c : counts)
+    if (c > 0) {
+      const double p = double(c) / double(data.size());
+      h -= p * std::log(p);
+    }
+  return h;
 }
 
 }  // namespace tapegrad::lm

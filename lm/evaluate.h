@@ -22,4 +22,8 @@ struct EvalResult {
 EvalResult evaluate(const nn::TransformerLM& model, const data::TokenSource& data, int64_t batch_size,
                     int64_t context = 0);
 
+// The entropy of the stream's token frequencies, −Σ_v p_v ln p_v (nats/token): the loss of the best
+// model that ignores context. A language model that learned anything goes well below it.
+double unigram_entropy(const data::TokenSource& data);
+
 }  // namespace tapegrad::lm

@@ -2,6 +2,7 @@
 #include "lm/metrics_log.h"
 
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.h"
@@ -32,13 +33,17 @@ std::string to_json_line(const MetricRecord& r) {
 MetricRecord from_json_line(const std::string& line) {
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   TG_CHECK(j.is_object() && j.contains("kind") && j.contains("step"), "not a metrics record: '{}'", line);
-  auto num = [&](const char* key) { return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0; };
+  auto count = [&](const char* key) { return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0; };
+  // null is how to_json_line writes a non-finite number: it reads back as NaN (loss_svg leaves it out), not 0.
+  auto num = [&](const char* key) {
+    return j.contains(key) && j[key].is_null() ? std::numeric_limits<double>::quiet_NaN() : count(key);
+  };
   MetricRecord r;
   const std::string kind = j["kind"].is_string() ? j["kind"].get<std::string>() : "";
   TG_CHECK(kind == "train" || kind == "eval", "metrics record of unknown kind: '{}'", line);
   r.kind = kind == "train" ? MetricRecord::Kind::Train : MetricRecord::Kind::Eval;
-  r.step = int64_t(num("step"));
-  r.tokens = uint64_t(num("tokens"));
+  r.step = int64_t(count("step"));
+  r.tokens = uint64_t(count("tokens"));
   r.wall_s = num("wall_s");
   r.loss = num("loss");
   r.lr = num("lr");
@@ -46,7 +51,7 @@ MetricRecord from_json_line(const std::string& line) {
   r.tokens_per_s = num("tokens_per_s");
   r.val_loss = num("val_loss");
   r.val_perplexity = num("val_perplexity");
-  r.val_tokens = uint64_t(num("val_tokens"));
+  r.val_tokens = uint64_t(count("val_tokens"));
   return r;
 }
 

@@ -29,7 +29,10 @@ TextSplit split_documents(std::string_view text, std::string_view separator, dou
   TG_CHECK(ends.size() >= 2,
            "the text has {} document(s) (separated by '{}'): at least 2 are needed to hold out a validation part",
            ends.size(), separator == "\n\n" ? "\\n\\n (a blank line)" : std::string(separator));
-  size_t n_val = size_t(std::ceil(val_fraction * double(ends.size())));
+  // ⌈fraction·n⌉ of the decimal the user wrote: 0.07·100 is 7.000000000000001 in doubles, and must give 7,
+  // so a product within rounding error (relative 1e-12) of an integer counts as that integer.
+  const double want = val_fraction * double(ends.size());
+  size_t n_val = size_t(std::ceil(want - want * 1e-12));
   n_val = std::min(std::max<size_t>(n_val, 1), ends.size() - 1);
   const size_t cut = ends[ends.size() - n_val - 1];
   TextSplit s;

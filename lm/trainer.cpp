@@ -74,8 +74,10 @@ void TrainOptions::validate() const {
            warmup_steps);
   TG_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "--beta1/--beta2 must be in [0, 1), but are {}, {}",
            beta1, beta2);
-  TG_CHECK(eps >= 0 && weight_decay >= 0 && std::isfinite(grad_clip),
-           "--eps and --weight-decay must be >= 0 and --grad-clip finite");
+  TG_CHECK(std::isfinite(eps) && eps >= 0, "--eps must be finite and >= 0, but is {}", eps);
+  TG_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, "--weight-decay must be finite and >= 0, but is {}",
+           weight_decay);
+  TG_CHECK(std::isfinite(grad_clip), "--grad-clip must be finite (0: off), but is {}", grad_clip);
   TG_CHECK(keep_last >= 1, "--keep-last must be at least 1, but is {}", keep_last);
 }
 
@@ -164,7 +166,8 @@ StepStats Trainer::train_step() {
       Tensor loss = nn::cross_entropy(model_->forward(b.inputs), b.targets);
       const double value = loss.item<double>();
       loss_sum += value;
-      if (!std::isfinite(value)) bad_loss = fmt::format("the loss is {} (micro-batch {})", value, micro);
+      if (!std::isfinite(value))
+        bad_loss = fmt::format("the loss is {} (micro-batch {})", std::isnan(value) ? "NaN" : fmt::format("{}", value), micro);
       // Backward even then: the gradients show which parameter went wrong first.
       (options_.grad_accum > 1 ? loss * (1.0 / double(options_.grad_accum)) : loss).backward();
     }
@@ -179,7 +182,8 @@ StepStats Trainer::train_step() {
     const std::string name = first_nonfinite_gradient();
     throw DivergedError(fmt::format("step {}: {}the gradient norm is {}; the first parameter whose gradient is not "
                                     "finite: {}",
-                                    step_ + 1, bad_loss.empty() ? "" : bad_loss + "; ", norm,
+                                    step_ + 1, bad_loss.empty() ? "" : bad_loss + "; ",
+                                    std::isnan(norm) ? std::string("NaN") : fmt::format("{}", norm),
                                     name.empty() ? "(none)" : name));
   }
   optimizer_->set_lr(lr);  // every group

@@ -1,10 +1,32 @@
 #!/usr/bin/env bash
-# run.sh — the main job on its embedded default: installs what is missing, builds, and runs
-# `tapegrad demo` (fits a small MLP on the tape, prints its tape, gradchecks it in float64).
-# Extra arguments go to the tool, e.g. scripts/run.sh dot --out example.dot
+# run.sh — the main job on its embedded default: installs what is missing, builds, then trains a small
+# language model on the TinyStories excerpt kept in corpus/ (on the CPU, about 4 minutes on 2 cores):
+#   1. tapegrad tokenize train   a byte-level BPE tokenizer (vocab 2048) on the corpus
+#   2. tapegrad train            a 1.4M-parameter TransformerLM; the last 10 % of the stories are held out,
+#                                evaluated every 100 steps; progress line, metrics.jsonl, loss.svg
+#   3. tapegrad eval             the best checkpoint on the held-out stories
+# Everything lands in runs/tinystories/ (TAPEGRAD_RUN_DIR overrides). Run it again after an interruption
+# (Ctrl-C writes a checkpoint) and it resumes where it stopped; a finished run is only evaluated again.
+# With arguments, they go to the tool instead: scripts/run.sh info, scripts/run.sh demo, scripts/run.sh train --help
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 scripts/build.sh
 source scripts/blas_env.sh
-exec build/tools/tapegrad "$@"
+tool=build/tools/tapegrad
+if (($# > 0)); then exec "$tool" "$@"; fi
+
+corpus=corpus/tinystories_head.txt
+run=${TAPEGRAD_RUN_DIR:-runs/tinystories}
+mkdir -p "$run"
+if [[ ! -f "$run/tokenizer/tokenizer.json" ]]; then
+  "$tool" tokenize train --input "$corpus" --vocab-size 2048 --out "$run/tokenizer"
+fi
+resume=()
+if compgen -G "$run/checkpoints/step_*.safetensors" >/dev/null; then resume=(--resume); fi
+"$tool" train --text "$corpus" --tokenizer "$run/tokenizer" \
+  --context 128 --d-model 128 --layers 4 --heads 4 --batch-size 16 \
+  --steps 800 --lr 3e-3 --warmup-steps 50 --eval-every 100 --checkpoint-every 100 \
+  --out "$run" "${resume[@]}"
+"$tool" eval --checkpoint "$run/checkpoints/best.safetensors" --text "$corpus" --held-out 0.1
+echo "run directory: $run (metrics.jsonl, loss.svg — open it in a browser — config.json, checkpoints/)"

@@ -486,3 +486,55 @@ TEST_CASE("checkpoint: a save that fails midway leaves the previous checkpoint i
   a.save(path, 2);
   CHECK(read_checkpoint(path).step == 2);
 }
+
+TEST_CASE("checkpoint: extra metadata round-trips, is under the checksum, and is never compared on load", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  const std::string bad = dir.file("bad.safetensors");
+  Trainer a(tiny_lm(), 1, 2);
+  a.step(0);
+  // Keys that look like the file's own metadata ("step", "config.x") must stay the caller's.
+  const ConfigMap extra = {{"tokens", "12345"},          {"marker", "EXTRAVALUE_qwerty"}, {"empty", ""},
+                           {"note", "h\xc3\xa9llo \"q\" {j} \\n"}, {"step", "999"}, {"config.d_model", "7"}};
+  save_checkpoint(path, a.lm->state_dict(), *a.opt, 1, a.gen, a.lm->config.to_config_map(), extra);
+  const Checkpoint ck = read_checkpoint(path);
+  CHECK(ck.extra == extra);
+  CHECK(ck.step == 1);
+  CHECK(ck.config == a.lm->config.to_config_map());
+  // Without extra entries there are none.
+  save_checkpoint(bad, a.lm->state_dict(), *a.opt, 1, a.gen, a.lm->config.to_config_map());
+  CHECK(read_checkpoint(bad).extra.empty());
+
+  // One changed byte of an extra value, or of an extra key, is refused as corrupt.
+  const std::string bytes = read_bytes(path);
+  for (const std::string& what : {std::string("EXTRAVALUE_qwerty"), std::string("extra.marker")}) {
+    INFO(what);
+    const size_t at = bytes.find(what);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(bytes.find(what, at + 1) == std::string::npos);
+    std::string damaged = bytes;
+    damaged[at + what.size() - 1] = static_cast<char>(damaged[at + what.size() - 1] ^ 0x01);  // 'y'→'x', 'r'→'s'
+    write_bytes(bad, damaged);
+    CHECK_THROWS_WITH(read_checkpoint(bad), Catch::Contains("is corrupt"));
+    Trainer b(tiny_lm(), 3, 4);
+    const Snapshot before = snapshot(b);
+    CHECK_THROWS_WITH(b.load(bad), Catch::Contains("is corrupt"));
+    CHECK(snapshot(b) == before);
+  }
+
+  // Another extra (or none expected at all) does not stop a load: extra is never compared.
+  save_checkpoint(path, a.lm->state_dict(), *a.opt, 1, a.gen, a.lm->config.to_config_map(), {{"tokens", "1"}});
+  Trainer b(tiny_lm(), 3, 4);
+  CHECK(b.load(path) == 1);
+  CHECK(snapshot(b) == snapshot(a));
+
+  // The overload that loads a checkpoint already read: it does not read the file again.
+  const Checkpoint read = read_checkpoint(path);
+  CHECK(read.extra == ConfigMap{{"tokens", "1"}});
+  fs::remove(path);
+  Trainer c(tiny_lm(), 5, 6);
+  CHECK(load_checkpoint(
+            read, path, [&](const TensorMap& sd) { c.lm->load_state_dict(sd); }, *c.opt, c.gen,
+            c.lm->config.to_config_map()) == 1);
+  CHECK(snapshot(c) == snapshot(a));
+}

@@ -332,7 +332,7 @@ TEST_CASE("fused rms_norm on non-contiguous inputs and with one input requiring 
   }
 }
 
-TEST_CASE("fused rms_norm and cross-entropy give the same bits on 1 and 2 threads; rms_norm errors", "[fused]") {
+TEST_CASE("fused rms_norm and cross-entropy give the same bits on 1 and 2 threads, and rms_norm errors", "[fused]") {
   const Tensor x = randn_leaf({300, 384}, kFloat32, 61);
   const Tensor w = randn_leaf({384}, kFloat32, 62);
   const int before = num_threads();

@@ -200,7 +200,7 @@ TEST_CASE("tool: tokenize, encode, train, checkpoint, resume exactly, eval, info
   CHECK(r.out.find("tokenizer: " + run_a + "/tokenizer.json") != std::string::npos);
 }
 
-TEST_CASE("tool: SIGTERM and Ctrl-C finish the step, checkpoint, exit 143/130; the resumed run is exact", "[tool]") {
+TEST_CASE("tool: SIGTERM and Ctrl-C finish the step, checkpoint, exit 143 or 130, and the resumed run is exact", "[tool]") {
   ScratchDir dir("tool_signal");
   const ToolData d = prepare_data(dir);
   const std::string ref = dir.file("ref");

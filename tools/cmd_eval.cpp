@@ -11,6 +11,7 @@
 #include "data/tokenizer.h"
 #include "lm/evaluate.h"
 #include "lm/model_io.h"
+#include "lm/text_split.h"
 #include "lm/trainer.h"
 #include "optim/checkpoint.h"
 #include "tools/commands.h"
@@ -23,6 +24,7 @@ int cmd_eval(Args args) {
       "data", po::value<std::string>(), "token file to evaluate on")(
       "text", po::value<std::string>(), "text file to evaluate on (tokenized with the run's tokenizer)")(
       "tokenizer", po::value<std::string>(), "--text: tokenizer.json or folder (default: the run's tokenizer.json)")(
+      "held-out", po::value<double>(), "--text: only the last documents, this fraction of them (0.1: the part `train --text` held out)")(
       "batch-size", po::value<int64_t>()->default_value(8), "windows per batch")(
       "context", po::value<int64_t>()->default_value(0), "window length (0: the model's context)")(
       "threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
@@ -30,6 +32,7 @@ int cmd_eval(Args args) {
   if (!parse(args, opts, vm, "tapegrad eval --checkpoint C (--data TOKENS.bin | --text FILE)")) return 0;
   set_threads(vm["threads"].as<int>());
   TG_CHECK(vm.count("data") != vm.count("text"), "give either --data TOKENS.bin or --text FILE");
+  TG_CHECK(!vm.count("held-out") || vm.count("text"), "--held-out goes with --text");
 
   const std::string path = vm["checkpoint"].as<std::string>();
   const optim::Checkpoint ck = optim::read_checkpoint(path);
@@ -52,7 +55,13 @@ int cmd_eval(Args args) {
     std::ifstream f(what, std::ios::binary);
     TG_CHECK(f.good(), "cannot read the text file '{}'", what);
     const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    ids = tok.encode_parallel(text, num_threads());
+    std::string_view part = text;
+    if (vm.count("held-out")) {
+      const lm::TextSplit split = lm::split_documents(text, lm::document_separator(tok), vm["held-out"].as<double>());
+      part = split.val;
+      what += fmt::format(" (its last {} documents)", split.val_documents);
+    }
+    ids = tok.encode_parallel(part, num_threads());
     source.emplace(std::span<const uint32_t>(ids));
   }
   const uint64_t max_id = lm::max_token_id_plus_one(*source);

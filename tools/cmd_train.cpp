@@ -14,6 +14,7 @@
 #include "data/token_file.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
+#include "lm/evaluate.h"
 #include "lm/model_presets.h"
 #include "lm/run_dir.h"
 #include "lm/text_split.h"
@@ -50,7 +51,7 @@ void add_options(po::options_description& opts) {
       ("tie-embeddings", po::value<bool>(), "share the token embedding with the LM head (true/false)")
       // data
       ("text", po::value<std::string>(), "a text file, tokenized here; the last documents are the validation data")
-      ("val-fraction", po::value<double>()->default_value(0.1), "--text: fraction of documents held out")
+      ("val-fraction", po::value<double>()->default_value(0.1, "0.1"), "--text: fraction of documents held out")
       ("train", po::value<std::string>(), "training token file (tapegrad tokenize encode)")
       ("val", po::value<std::string>(), "validation token file")
       ("tokenizer", po::value<std::string>(), "tokenizer.json or a tokenizer folder (required with --text)")
@@ -59,15 +60,15 @@ void add_options(po::options_description& opts) {
       ("grad-accum", po::value<int64_t>()->default_value(1), "micro-batches per optimizer step")
       ("steps", po::value<int64_t>(), "optimizer steps (default 1000)")
       ("tokens", po::value<int64_t>(), "train on this many tokens instead of --steps")
-      ("lr", po::value<double>()->default_value(1e-3), "peak learning rate")
+      ("lr", po::value<double>()->default_value(1e-3, "1e-3"), "peak learning rate")
       ("min-lr", po::value<double>(), "learning rate at the end of the cosine (default lr/10)")
       ("warmup-steps", po::value<int64_t>(), "linear warm-up steps (default: steps/20, at most 200)")
       ("cosine-steps", po::value<int64_t>(), "the cosine ends at this step (default: steps)")
-      ("beta1", po::value<double>()->default_value(0.9), "AdamW β1")
-      ("beta2", po::value<double>()->default_value(0.95), "AdamW β2")
-      ("eps", po::value<double>()->default_value(1e-8), "AdamW ε")
-      ("weight-decay", po::value<double>()->default_value(0.1), "AdamW weight decay (matrices only)")
-      ("grad-clip", po::value<double>()->default_value(1.0), "clip the global gradient norm to this (0: off)")
+      ("beta1", po::value<double>()->default_value(0.9, "0.9"), "AdamW β1")
+      ("beta2", po::value<double>()->default_value(0.95, "0.95"), "AdamW β2")
+      ("eps", po::value<double>()->default_value(1e-8, "1e-8"), "AdamW ε")
+      ("weight-decay", po::value<double>()->default_value(0.1, "0.1"), "AdamW weight decay (matrices only)")
+      ("grad-clip", po::value<double>()->default_value(1.0, "1.0"), "clip the global gradient norm to this (0: off)")
       ("seed", po::value<uint64_t>()->default_value(1337), "initialisation and data-order seed")
       ("threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)")
       // run
@@ -176,6 +177,8 @@ int cmd_train(Args args) {
       run_info["val"] = vm["val"].as<std::string>();
     }
   }
+  fmt::print("unigram entropy of the training tokens: {:.4f} nats/token (the loss of a model that ignores context)\n",
+             lm::unigram_entropy(*train_src));
   const int64_t data_vocab = bpe ? int64_t(bpe->vocab.size()) : train_file ? int64_t(train_file->vocab_size()) : 0;
 
   // Resuming: which checkpoint, and (when no model option is given) the model config it holds.
