@@ -67,6 +67,15 @@ fi
 
 log() { echo "run.sh: $*" >&2; }
 
+# Sets configs=(...) from the mode's second argument: micro, small, tiny or all.
+pick_configs() {
+  case "$1" in micro | small | tiny) configs=("$1") ;; all) configs=(micro small tiny) ;; *)
+    log "error: unknown config '$1' (micro, small, tiny or all)"
+    exit 2
+    ;;
+  esac
+}
+
 # ---- build ours (Release, build/) ----
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
@@ -186,12 +195,7 @@ if [[ $mode == bpe ]]; then
 fi
 
 if [[ $mode == train ]]; then
-  which=${2:-all}
-  case "$which" in micro | small | tiny) configs=("$which") ;; all) configs=(micro small tiny) ;; *)
-    log "error: unknown config '$which' (micro, small, tiny or all)"
-    exit 2
-    ;;
-  esac
+  pick_configs "${2:-all}"
   TRAIN=build/bench/bench_train
   TORCH_LM=$ROOT/../shared/bench/torch_lm.py
   RUNS=${BENCH_TRAIN_RUNS:-3}
@@ -221,12 +225,7 @@ if [[ $mode == train ]]; then
 fi
 
 if [[ $mode == tool ]]; then
-  which=${2:-all}
-  case "$which" in micro | small | tiny) configs=("$which") ;; all) configs=(micro small tiny) ;; *)
-    log "error: unknown config '$which' (micro, small, tiny or all)"
-    exit 2
-    ;;
-  esac
+  pick_configs "${2:-all}"
   TRAIN=build/bench/bench_train
   TOOL=build/tools/tapegrad
   TORCH2=${BENCH_TORCH2:-/opt/torch2/bin/python}
