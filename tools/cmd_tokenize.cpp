@@ -20,6 +20,7 @@
 #include "data/tokenizer_files.h"
 #include "kernels/error.h"
 #include "tools/commands.h"
+#include "tools/progress.h"
 
 namespace tapegrad::cli {
 namespace {
@@ -40,14 +41,6 @@ void check_readable(const std::string& path, const char* flag) {
   TG_CHECK(fs::exists(path, error), "{} {}: no such file", flag, path);
   TG_CHECK(!fs::is_directory(path, error), "{} {}: is a directory, not a file", flag, path);
   TG_CHECK(std::ifstream(path, std::ios::binary).good(), "{} {}: cannot open it for reading", flag, path);
-}
-
-// "4:05", "1:02:03"; "?" when unknown.
-std::string eta_text(double seconds) {
-  if (!(seconds >= 0) || seconds > 1e7) return "?";
-  const auto s = static_cast<long>(seconds + 0.5);
-  if (s < 3600) return fmt::format("{}:{:02}", s / 60, s % 60);
-  return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
 }
 
 // "MB done / total, MB/s, ETA" on stdout: rewritten in place with '\r' on a terminal (at most 10
@@ -75,7 +68,7 @@ class BytesProgressLine {
     const double rate = elapsed > 0 ? megabytes(done_) / elapsed : 0;
     const std::string line =
         fmt::format("{:.1f} / {:.1f} MB, {:.1f} MB/s, ETA {}", megabytes(done_), megabytes(total_), rate,
-                    rate > 0 ? eta_text(megabytes(total_ - std::min(done_, total_)) / rate) : "?");
+                    rate > 0 ? format_duration(megabytes(total_ - std::min(done_, total_)) / rate) : "?");
     if (tty_) {
       fmt::print("\r{:<60}", line);  // padded: a shorter line must cover the longer one before it
     } else {

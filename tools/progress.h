@@ -32,7 +32,7 @@ class ProgressLine {
   bool live_ = false;
 };
 
-// "1:02:03" / "4:05"
+// "1:02:03" / "4:05"; "?" when not finite or negative
 std::string format_duration(double seconds);
 
 }  // namespace tapegrad::cli
