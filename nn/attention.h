@@ -13,6 +13,7 @@
 // forward runs the fused ops (rope_rotate, causal_attention: no [T, T] matrix stored, heads split
 // and merged as views); forward_reference is the composition above, its test oracle.
 #pragma once
+#include "nn/kv_cache.h"
 #include "nn/linear.h"
 #include "nn/rope.h"
 
@@ -35,6 +36,10 @@ class CausalSelfAttention : public Module {
   Tensor operator()(const Tensor& x, const Tensor& positions = Tensor()) const { return forward(x, positions); }
   // The same computed by composition (RoPE from views and elementwise ops, SDPA with a bool mask).
   Tensor forward_reference(const Tensor& x, const Tensor& positions = Tensor()) const;
+  // Inference with a KV cache (no tape: call it under NoGradGuard): x [B, T, C] holds positions
+  // start .. start+T−1; their K, V (after RoPE) are written into cache rows [start, start+T), and
+  // query t attends to the cached keys 0 .. start+t. → [B, T, C]. The caller advances the cache.
+  Tensor forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t start) const;
 
   int64_t d_model, n_heads, n_kv_heads, head_dim;
   std::shared_ptr<RotaryEmbedding> rope;

@@ -17,4 +17,9 @@ Tensor TransformerBlock::forward(const Tensor& x, const Tensor& positions) const
   return h + ffn->forward(ln2->forward(h));
 }
 
+Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t start) const {
+  Tensor h = x + attn->forward_cached(ln1->forward(x), cache, start);
+  return h + ffn->forward(ln2->forward(h));
+}
+
 }  // namespace tapegrad::nn

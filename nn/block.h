@@ -15,6 +15,9 @@ class TransformerBlock : public Module {
   // x [B, T, C]; positions int [T] (default 0..T−1) → [B, T, C]
   Tensor forward(const Tensor& x, const Tensor& positions = Tensor()) const;
   Tensor operator()(const Tensor& x, const Tensor& positions = Tensor()) const { return forward(x, positions); }
+  // Inference with this layer's KV cache: x [B, T, C] at positions start .. start+T−1 (see
+  // CausalSelfAttention::forward_cached).
+  Tensor forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t start) const;
 
   std::shared_ptr<RMSNorm> ln1;
   std::shared_ptr<CausalSelfAttention> attn;

@@ -51,4 +51,23 @@ Tensor TransformerLM::forward(const Tensor& ids, std::vector<Tensor>* hidden) co
   return matmul(x, token_embeddings->weight.t());          // tied: W_E [V, C]
 }
 
+Tensor TransformerLM::forward(const Tensor& ids, KVCache& cache) const {
+  TG_CHECK(ids.defined() && ids.dim() == 2, "TransformerLM: token ids must be [B, T]");
+  const int64_t T = ids.size(1), start = cache.length();
+  TG_CHECK(T >= 1, "TransformerLM: no token ids to run");
+  TG_CHECK(start + T <= cache.capacity(),
+           "TransformerLM: positions {}..{} are past the KV cache's capacity {} (the context length)", start,
+           start + T - 1, cache.capacity());
+  TG_CHECK(ids.size(0) == cache.batch() && cache.num_layers() == blocks.size(),
+           "TransformerLM: the KV cache holds batch {} and {} layers, the ids batch {} and the model {} layers",
+           cache.batch(), cache.num_layers(), ids.size(0), blocks.size());
+  NoGradGuard no_grad;
+  Tensor x = token_embeddings->forward(ids);  // [B, T, C]
+  for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward_cached(x, cache.layer(l), start);
+  cache.advance(T);
+  x = ln_final->forward(x);
+  if (lm_head) return lm_head->forward(x);
+  return matmul(x, token_embeddings->weight.t());
+}
+
 }  // namespace tapegrad::nn

@@ -60,6 +60,10 @@ class TransformerLM : public Module {
   // When `hidden` is given, the residual stream after each block ([B, T, C]) is appended to it.
   Tensor forward(const Tensor& ids, std::vector<Tensor>* hidden = nullptr) const;
   Tensor operator()(const Tensor& ids) const { return forward(ids); }
+  // Inference with a KV cache (nn/kv_cache.h): ids [B, T] are the positions cache.length() ..
+  // cache.length()+T−1; → logits [B, T, V], and the cache has advanced by T. Runs without a tape
+  // (NoGradGuard inside). An error, with the cache unchanged, when the positions do not fit.
+  Tensor forward(const Tensor& ids, KVCache& cache) const;
 
   TransformerLMConfig config;
   std::shared_ptr<Embedding> token_embeddings;

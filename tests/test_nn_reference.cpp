@@ -230,3 +230,38 @@ TEST_CASE("golden LM weights load strictly and a wrong checkpoint is refused", "
     CHECK_THAT(msg, Catch::Contains("token_embeddings.weight (expected [512, 64], got [300, 64])"));
   }
 }
+
+// Greedy generation through the KV cache picks exactly the ids that repeated full forwards pick.
+TEST_CASE("golden LMs generate the same greedy ids through the KV cache as through full forwards", "[nn][golden][kv_cache]") {
+  for (const char* file : {"lm_mha_seed0.safetensors", "lm_gqa_seed1.safetensors"}) {
+    INFO(file);
+    Golden g = load_golden(file, kFloat64);
+    TransformerLM lm(g.config);
+    StateDict weights;
+    for (auto& [name, t] : g.t)
+      if (name.rfind("weights.", 0) == 0) weights[name.substr(8)] = t;
+    lm.load_state_dict(weights);
+    NoGradGuard no_grad;
+    const Tensor prompt = g.t.at("inputs.token_ids").narrow(0, 0, 1).narrow(1, 0, 3);  // [1, 3]
+    const int64_t n = g.config.context_length - 3;
+    // Full forwards: the whole sequence so far, every step.
+    std::vector<int64_t> full_ids;
+    Tensor seq = prompt.to(kInt64);
+    for (int64_t i = 0; i < n; ++i) {
+      const Tensor logits = lm.forward(seq);
+      const int64_t next = argmax(logits.select(1, seq.size(1) - 1), -1).item<int64_t>();
+      full_ids.push_back(next);
+      seq = cat({seq, full({1, 1}, double(next), kInt64)}, 1);
+    }
+    // The cache: the prompt once, then one token at a time.
+    std::vector<int64_t> cached_ids;
+    KVCache cache(lm.config, 1);
+    Tensor logits = lm.forward(prompt.to(kInt64), cache);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t next = argmax(logits.select(1, logits.size(1) - 1), -1).item<int64_t>();
+      cached_ids.push_back(next);
+      if (i + 1 < n) logits = lm.forward(full({1, 1}, double(next), kInt64), cache);
+    }
+    CHECK(cached_ids == full_ids);
+  }
+}
