@@ -5,6 +5,7 @@
 #   2. tapegrad train            a 1.4M-parameter TransformerLM; the last 10 % of the stories are held out,
 #                                evaluated every 100 steps; progress line, metrics.jsonl, loss.svg
 #   3. tapegrad eval             the best checkpoint on the held-out stories
+#   4. tapegrad generate         a short story from "Once upon a time" (KV cache, top-p sampling)
 # Everything lands in runs/tinystories/ (TAPEGRAD_RUN_DIR overrides). Run it again after an interruption
 # (Ctrl-C writes a checkpoint) and it resumes where it stopped; a finished run is only evaluated again.
 # With arguments, they go to the tool instead: scripts/run.sh info, scripts/run.sh demo, scripts/run.sh train --help
@@ -29,4 +30,7 @@ if compgen -G "$run/checkpoints/step_*.safetensors" >/dev/null; then resume=(--r
   --steps 800 --lr 3e-3 --warmup-steps 50 --eval-every 100 --checkpoint-every 100 \
   --out "$run" "${resume[@]}"
 "$tool" eval --checkpoint "$run/checkpoints/best.safetensors" --text "$corpus" --held-out 0.1
+echo
+"$tool" generate --checkpoint "$run/checkpoints/best.safetensors" --prompt "Once upon a time" --max-tokens 120 --seed 1
+echo
 echo "run directory: $run (metrics.jsonl, loss.svg — open it in a browser — config.json, checkpoints/)"

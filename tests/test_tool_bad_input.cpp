@@ -137,12 +137,26 @@ TEST_CASE("tool: another config, another tokenizer, a longer context, a full dis
   tapegrad::data::write_token_file(f.dir.file("big.bin"), big, 1000);
   require_clean_error(f.tool({"eval", "--checkpoint", ckpt, "--data", f.dir.file("big.bin")}), "token id 700");
   require_clean_error(f.tool({"eval", "--checkpoint", f.text, "--data", f.train_bin}), f.text);
+
+  // generate: bad sampling options, a request past the context, another tokenizer — nothing printed.
+  const std::vector<std::string> gen{"generate", "--checkpoint", ckpt, "--prompt", "Once upon a time"};
+  auto gen_with = [&](std::vector<std::string> more) {
+    auto a = gen;
+    a.insert(a.end(), more.begin(), more.end());
+    return f.tool(a);
+  };
+  require_clean_error(gen_with({"--top-p", "1.5"}), "--top-p must be in (0, 1]");
+  require_clean_error(gen_with({"--top-k", "-1"}), "--top-k");
+  require_clean_error(gen_with({"--temperature", "-0.5"}), "--temperature");
+  require_clean_error(gen_with({"--max-tokens", "40"}), "more than the model's context of 32");
+  require_clean_error(gen_with({"--tokenizer", f.tok300}), "is not the one checkpoint");
+  CHECK(gen_with({"--max-tokens", "40"}).out.empty());
   require_clean_error(f.tool({"info", "--checkpoint", f.dir.file("nope.safetensors")}), "nope.safetensors");
 
   // The disk fills up (RLIMIT_FSIZE 64 KiB, a checkpoint is larger) while checkpointing at step 10
   // (best.safetensors after the final evaluation comes first): an error naming the file, and the
   // step-5 checkpoint is still the newest, intact, with no temp file left.
-  r = f.tool(f.train(f.run, 10, {"--resume"}), ToolOptions{64 * 1024});
+  r = f.tool(f.train(f.run, 10, {"--resume"}), ToolOptions{64 * 1024, ""});
   require_clean_error(r, "File too large");
   CHECK(r.err.find(".safetensors") != std::string::npos);
   CHECK(tapegrad::lm::newest_checkpoint(f.run) == ckpt);

@@ -191,6 +191,26 @@ TEST_CASE("tool: tokenize, encode, train, checkpoint, resume exactly, eval, info
     CHECK(std::abs(std::stod(m[1]) - last_val) < 1e-4);
   }
 
+  // generate: streams the prompt and its continuation; the same seed gives the same text; the
+  // prompt may come from a file or stdin; tokens/s of prefill and decode on stderr.
+  const std::vector<std::string> gen{"generate", "--checkpoint", ckpts.back().second, "--max-tokens", "40",
+                                     "--seed", "3", "--threads", "1", "--no-stop"};
+  auto with = [](std::vector<std::string> a, std::vector<std::string> more) {
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  const ToolResult g1 = run_tool(with(gen, {"--prompt", "Once upon a time"}), dir.file("gen1"));
+  INFO(g1.out + g1.err);
+  REQUIRE(g1.exit_code == 0);
+  CHECK(g1.out.rfind("Once upon a time", 0) == 0);
+  CHECK(g1.out.size() > std::string("Once upon a time").size() + 40);  // 40 tokens of at least one byte
+  CHECK(std::regex_search(g1.err, std::regex("prefill: 4 tokens in .* decode: 39 tokens in")));
+  CHECK(run_tool(with(gen, {"--prompt", "Once upon a time"}), dir.file("gen2")).out == g1.out);
+  CHECK(run_tool(with(gen, {"--prompt", "Once upon a time", "--seed", "4"}), dir.file("gen3")).out != g1.out);
+  tapegrad::data::testing::write_all(dir.file("prompt.txt"), "Once upon a time");
+  CHECK(run_tool(with(gen, {"--prompt-file", dir.file("prompt.txt")}), dir.file("gen4")).out == g1.out);
+  CHECK(run_tool(gen, dir.file("gen5"), ToolOptions{-1, dir.file("prompt.txt")}).out == g1.out);
+
   r = run_tool({"info", "--checkpoint", ckpts.back().second}, dir.file("info"));
   INFO(r.out + r.err);
   REQUIRE(r.exit_code == 0);

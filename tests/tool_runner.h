@@ -27,6 +27,7 @@ struct ToolResult {
 
 struct ToolOptions {
   long file_size_limit = -1;  // RLIMIT_FSIZE in bytes for the child (< 0: unchanged)
+  std::string stdin_path;     // the child's stdin ("" : /dev/null)
 };
 
 class ToolProcess {
@@ -41,7 +42,9 @@ class ToolProcess {
     if (pid_ == 0) {
       const int out = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       const int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (out < 0 || err < 0) ::_exit(126);
+      const int in = ::open(opts.stdin_path.empty() ? "/dev/null" : opts.stdin_path.c_str(), O_RDONLY);
+      if (out < 0 || err < 0 || in < 0) ::_exit(126);
+      ::dup2(in, 0);
       ::dup2(out, 1);
       ::dup2(err, 2);
       if (opts.file_size_limit >= 0) {

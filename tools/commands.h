@@ -11,5 +11,7 @@ int cmd_info(Args args);      // cmd_info.cpp: version, BLAS core, threads; or a
 int cmd_tokenize(Args args);  // cmd_tokenize.cpp: `tokenize train` (BPE) and `tokenize encode` (text → token file)
 int cmd_train(Args args);     // cmd_train.cpp: train a TransformerLM (lm::Trainer)
 int cmd_eval(Args args);      // cmd_eval.cpp: loss and perplexity of a checkpoint on token data or text
+int cmd_generate(Args args);  // cmd_generate.cpp: text from a checkpoint (KV cache, sampling)
+int cmd_import(Args args);    // cmd_import.cpp: `import llama2c`: a llama2.c model as a checkpoint
 
 }  // namespace tapegrad::cli

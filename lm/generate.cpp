@@ -1,0 +1,91 @@
+// generate.cpp — prefill, then decode one token at a time through the KV cache (see generate.h).
+#include "lm/generate.h"
+
+#include <chrono>
+
+#include "autograd/tapegrad.h"
+#include "nn/kv_cache.h"
+
+namespace tapegrad::lm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// ids → int64 [1, T]
+Tensor as_batch(std::span<const uint32_t> ids) {
+  std::vector<int64_t> v(ids.begin(), ids.end());
+  return from_vector(v, {1, static_cast<int64_t>(v.size())});
+}
+
+// The sampler's pick from the last position of logits [1, T, V].
+uint32_t sample_last(Sampler& sampler, const Tensor& logits) {
+  const Tensor row = logits.select(1, logits.size(1) - 1).select(0, 0).contiguous();
+  const auto n = static_cast<size_t>(row.numel());
+  if (row.dtype() == kFloat64) return sampler.sample(std::span<const double>(row.data<double>(), n));
+  const Tensor f = row.dtype() == kFloat32 ? row : row.to(kFloat32);
+  return sampler.sample(std::span<const float>(f.data<float>(), n));
+}
+
+}  // namespace
+
+void check_generate_request(const nn::TransformerLM& model, std::span<const uint32_t> prompt,
+                            const GenerateOptions& o) {
+  const int64_t context = model.config.context_length, vocab = model.config.vocab_size;
+  TG_CHECK(!prompt.empty(), "generate: the prompt is empty (it needs at least one token)");
+  for (size_t i = 0; i < prompt.size(); ++i)
+    TG_CHECK(prompt[i] < uint64_t(vocab), "generate: prompt token {} (position {}) is outside the model's vocabulary of {}",
+             prompt[i], i, vocab);
+  TG_CHECK(o.max_tokens >= 1, "generate: --max-tokens must be at least 1, but is {}", o.max_tokens);
+  o.sampling.validate();
+  // Positions needed: the prompt and every generated token except the last, which is never fed back.
+  const int64_t needed = int64_t(prompt.size()) + o.max_tokens - 1;
+  TG_CHECK(o.sliding || needed <= context,
+           "generate: the prompt ({} tokens) and --max-tokens {} need {} positions, more than the model's context of "
+           "{} (use --sliding, a shorter prompt or fewer tokens)",
+           prompt.size(), o.max_tokens, needed, context);
+}
+
+GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t> prompt, const GenerateOptions& o,
+                        const std::function<void(uint32_t)>& on_token) {
+  check_generate_request(model, prompt, o);
+  const int64_t context = model.config.context_length;
+  NoGradGuard no_grad;
+  Sampler sampler(o.sampling, o.seed);
+  nn::KVCache cache(model.config, 1);
+  GenerateResult r;
+  r.prompt_tokens = int64_t(prompt.size());
+  std::vector<uint32_t> all(prompt.begin(), prompt.end());  // prompt + generated: what a re-prefill re-reads
+  // With `sliding`, a prompt longer than the context is cut to its last context − 1 tokens.
+  const size_t first = o.sliding && int64_t(all.size()) > context - 1 ? all.size() - size_t(context - 1) : 0;
+
+  auto t0 = Clock::now();
+  Tensor logits = model.forward(as_batch(std::span(all).subspan(first)), cache);
+  uint32_t next = sample_last(sampler, logits);
+  r.prefill_seconds = seconds_since(t0);
+  t0 = Clock::now();
+  for (int64_t n = 0;; ++n) {
+    r.tokens.push_back(next);
+    all.push_back(next);
+    if (on_token) on_token(next);
+    if (o.stop_token && next == *o.stop_token) {
+      r.stopped_at_stop_token = true;
+      break;
+    }
+    if (n + 1 == o.max_tokens) break;
+    if (cache.length() == cache.capacity()) {  // only with `sliding`: re-read the last context − 1 tokens
+      cache.reset();
+      logits = model.forward(as_batch(std::span(all).last(size_t(context - 1))), cache);
+    } else {
+      const uint32_t id[1] = {next};
+      logits = model.forward(as_batch(id), cache);
+    }
+    next = sample_last(sampler, logits);
+    ++r.decode_tokens;
+  }
+  r.decode_seconds = seconds_since(t0);
+  return r;
+}
+
+}  // namespace tapegrad::lm

@@ -1,0 +1,55 @@
+// generate.h — text generation from a TransformerLM with a KV cache (library code; the tool's
+// `generate` only parses options and prints).
+//
+//   lm::GenerateOptions o;  o.max_tokens = 200;  o.sampling.temperature = 0.8;  o.stop_token = eot_id;
+//   lm::GenerateResult r = lm::generate(model, prompt_ids, o, [&](uint32_t id) { print(id); });
+//
+// Prefill runs the whole prompt through the model in one forward (the fused causal attention) and
+// fills the cache; decode then feeds one token at a time, attending to the cached prefix. No tape is
+// recorded. The sampler (lm/sampler.h) draws each token from the last position's logits with the
+// project's own generator: the same seed gives the same tokens on every machine.
+//
+// Context: the prompt plus every generated token but the last must fit the model's context_length.
+// Without `sliding` a request that cannot fit is refused before anything runs; with it, when the
+// cache is full the model re-reads the last context_length − 1 tokens (a new prefill) and goes on.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lm/sampler.h"
+#include "nn/transformer_lm.h"
+
+namespace tapegrad::lm {
+
+struct GenerateOptions {
+  int64_t max_tokens = 200;            // tokens to generate at most (≥ 1)
+  SamplerOptions sampling;             // greedy, temperature, top-k, top-p
+  uint64_t seed = 0;
+  std::optional<uint32_t> stop_token;  // end-of-text: generation stops after producing it
+  bool sliding = false;                // keep generating past the context (see above)
+};
+
+struct GenerateResult {
+  std::vector<uint32_t> tokens;   // generated ids (the stop token included when it was produced)
+  int64_t prompt_tokens = 0;
+  double prefill_seconds = 0;     // the prompt's forward + the first sample
+  double decode_seconds = 0;      // every later token (re-prefills of `sliding` included)
+  int64_t decode_tokens = 0;      // tokens produced in decode_seconds
+  bool stopped_at_stop_token = false;
+};
+
+// The checks generate() makes before running anything (a tool calls it before printing the prompt).
+void check_generate_request(const nn::TransformerLM& model, std::span<const uint32_t> prompt,
+                            const GenerateOptions& options);
+
+// Throws tapegrad::Error (before running anything) for an empty prompt, an id outside the model's
+// vocabulary (naming its position), max_tokens < 1, invalid sampling options, or a request past the
+// context without `sliding`. on_token is called with each id as soon as it is drawn.
+GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t> prompt, const GenerateOptions& options,
+                        const std::function<void(uint32_t)>& on_token = {});
+
+}  // namespace tapegrad::lm

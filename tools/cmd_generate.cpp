@@ -1,0 +1,105 @@
+// cmd_generate.cpp — `tapegrad generate`: text from a checkpoint, streamed to stdout as it is drawn
+// (lm::generate: prefill + KV-cache decode; lm::Utf8Stream holds back a UTF-8 character split across
+// tokens); prefill and decode tokens/s on stderr at the end.
+//   tapegrad generate --checkpoint run/checkpoints/best.safetensors --prompt "Once upon a time" --max-tokens 200
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+#include "lm/generate.h"
+#include "lm/model_io.h"
+#include "lm/text_codec.h"
+#include "lm/utf8_stream.h"
+#include "optim/checkpoint.h"
+#include "tools/commands.h"
+
+namespace tapegrad::cli {
+
+namespace {
+
+std::string read_prompt(const po::variables_map& vm) {
+  TG_CHECK(vm.count("prompt") + vm.count("prompt-file") <= 1, "give --prompt or --prompt-file, not both");
+  if (vm.count("prompt")) return vm["prompt"].as<std::string>();
+  std::string text;
+  if (vm.count("prompt-file")) {
+    const std::string path = vm["prompt-file"].as<std::string>();
+    std::ifstream f(path, std::ios::binary);
+    TG_CHECK(f.good(), "--prompt-file: cannot read '{}'", path);
+    text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  } else {
+    TG_CHECK(::isatty(STDIN_FILENO) != 1, "no prompt: give --prompt TEXT, --prompt-file FILE, or pipe it on stdin");
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  return text;
+}
+
+}  // namespace
+
+int cmd_generate(Args args) {
+  po::options_description opts("tapegrad generate options");
+  opts.add_options()("checkpoint", po::value<std::string>()->required(), "checkpoint file (.safetensors)")(
+      "tokenizer", po::value<std::string>(), "tokenizer.json or folder (default: the run's tokenizer.json)")(
+      "prompt", po::value<std::string>(), "the text to continue")(
+      "prompt-file", po::value<std::string>(), "read the prompt from this file (default: --prompt, else stdin)")(
+      "max-tokens", po::value<int64_t>()->default_value(200), "tokens to generate at most")(
+      "temperature", po::value<double>()->default_value(0.8, "0.8"), "softmax temperature (0: greedy)")(
+      "top-k", po::value<int64_t>()->default_value(0), "sample from the k most likely tokens only (0: off)")(
+      "top-p", po::value<double>()->default_value(0.95, "0.95"), "nucleus: the smallest set with this much mass (1: off)")(
+      "greedy", po::bool_switch(), "always the most likely token (same as --temperature 0)")(
+      "seed", po::value<uint64_t>()->default_value(1), "sampling seed (the same seed gives the same text on every machine)")(
+      "sliding", po::bool_switch(), "past the context, keep the last context − 1 tokens and go on")(
+      "no-stop", po::bool_switch(), "do not stop at the end-of-text token")(
+      "threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
+  po::variables_map vm;
+  if (!parse(args, opts, vm, "tapegrad generate --checkpoint C [--prompt TEXT | --prompt-file F | < stdin] [options]"))
+    return 0;
+  set_threads(vm["threads"].as<int>());
+
+  lm::GenerateOptions o;
+  o.max_tokens = vm["max-tokens"].as<int64_t>();
+  o.sampling.temperature = vm["temperature"].as<double>();
+  o.sampling.top_k = vm["top-k"].as<int64_t>();
+  o.sampling.top_p = vm["top-p"].as<double>();
+  o.sampling.greedy = vm["greedy"].as<bool>();
+  o.sampling.validate();  // bad options are refused before the model is read
+  o.seed = vm["seed"].as<uint64_t>();
+  o.sliding = vm["sliding"].as<bool>();
+  const std::string prompt = read_prompt(vm);
+
+  const std::string path = vm["checkpoint"].as<std::string>();
+  const optim::Checkpoint ck = optim::read_checkpoint(path);
+  const auto model = lm::model_from_checkpoint(ck, path);
+  const auto codec =
+      lm::codec_for_checkpoint(ck, path, vm.count("tokenizer") ? vm["tokenizer"].as<std::string>() : "");
+  TG_CHECK(int64_t(codec->vocab_size()) == model->config.vocab_size,
+           "the tokenizer has {} tokens but the model's vocabulary is {}: another tokenizer?", codec->vocab_size(),
+           model->config.vocab_size);
+  if (!vm["no-stop"].as<bool>()) o.stop_token = codec->stop_token();
+  const std::vector<uint32_t> prompt_ids = codec->encode_prompt(prompt);
+  lm::check_generate_request(*model, prompt_ids, o);  // refused before anything is printed
+
+  std::fputs(prompt.c_str(), stdout);
+  std::fflush(stdout);
+  lm::Utf8Stream stream;
+  uint32_t prev = prompt_ids.back();
+  const lm::GenerateResult r = lm::generate(*model, prompt_ids, o, [&](uint32_t id) {
+    if (o.stop_token && id == *o.stop_token) return;  // the end marker is not printed
+    std::fputs(stream.push(codec->decode_token(prev, id)).c_str(), stdout);
+    std::fflush(stdout);
+    prev = id;
+  });
+  std::fputs((stream.finish() + "\n").c_str(), stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr, "prefill: %lld tokens in %.1f ms (%.0f tok/s); decode: %lld tokens in %.2f s (%.1f tok/s)%s\n",
+               (long long)r.prompt_tokens, r.prefill_seconds * 1e3, double(r.prompt_tokens) / r.prefill_seconds,
+               (long long)r.decode_tokens, r.decode_seconds,
+               r.decode_tokens > 0 ? double(r.decode_tokens) / r.decode_seconds : 0.0,
+               r.stopped_at_stop_token ? "; stopped at the end-of-text token" : "");
+  return 0;
+}
+
+}  // namespace tapegrad::cli
