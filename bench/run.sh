@@ -27,6 +27,16 @@
 #                           alternate BENCH_TOOL_RUNS times (default 3; medians over the runs); BENCH_STEPS as
 #                           for train, 3 warm-up steps; BENCH_TORCH2 (default /opt/torch2/bin/python). Table:
 #                           bench/combine_tool.py. Never run by `all`.
+#   bench/run.sh generate   text generation, batch 1 (table: bench/combine_generate.py; never run by `all`):
+#                           (1) stories260K (shared/data/llama2c, imported with `tapegrad import llama2c`):
+#                           `tapegrad generate` decode/prefill tok/s vs llama2.c's run.c (-O3 and -Ofast
+#                           -march=native; -fopenmp with OMP_NUM_THREADS=N past 1 thread) at BENCH_THREADS;
+#                           (2) small/tiny, random weights, 256 greedy tokens, 1 thread: ours vs PyTorch 2
+#                           (torch_lm_modern.py --gen 256), beside the memory-bandwidth bound (4 bytes ×
+#                           weights read per token ÷ bench_large's memcpy GB/s); (3) prefill of a 255-token
+#                           prompt (tiny, 1 thread) vs bench_train's forward+loss tok/s. BENCH_GEN_RUNS
+#                           alternations (default 3, medians); BENCH_GEN_PRESETS=none|small|tiny|all
+#                           (default all: parts 2 and 3; (3) needs tiny); BENCH_TORCH2; BENCH_SHARED.
 #
 # Steps: source scripts/blas_env.sh (OPENBLAS_CORETYPE for this CPU, the same for every program run
 # here); scripts/deps.sh --bench (installs only what is missing; plain deps.sh for `tool`); scripts/build.sh (Release, build/);
@@ -42,8 +52,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 mode=${1:-all}
-case "$mode" in overhead | large | all | bpe | train | tool) ;; *)
-  echo "usage: bench/run.sh overhead|large|all|bpe|train|tool [micro|small|tiny|all]" >&2
+case "$mode" in overhead | large | all | bpe | train | tool | generate) ;; *)
+  echo "usage: bench/run.sh overhead|large|all|bpe|train|tool|generate [micro|small|tiny|all]" >&2
   exit 2
   ;;
 esac
@@ -60,7 +70,7 @@ export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-}"
 
 # `tool` compares against the PyTorch 2.x venv, not Debian's PyTorch 1.13: no --bench packages for it.
 deps_args=(--bench)
-[[ $mode == tool ]] && deps_args=()
+[[ $mode == tool || $mode == generate ]] && deps_args=()
 if ! scripts/deps.sh "${deps_args[@]}"; then
   echo "run.sh: warning: scripts/deps.sh ${deps_args[*]} failed; going on with what is installed" >&2
 fi
@@ -81,6 +91,7 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 bench_targets=(bench_overhead bench_large bench_bpe bench_train)
 [[ $mode == tool ]] && bench_targets=(bench_train tapegrad_tool)
+[[ $mode == generate ]] && bench_targets=(bench_train bench_large tapegrad_tool)
 if [[ $mode == bpe && -n ${BENCH_BPE_BIN:-} ]]; then
   log "BENCH_BPE_BIN=$BENCH_BPE_BIN: building nothing"
 elif [[ ${BENCH_BUILD:-1} == 0 ]]; then
@@ -286,6 +297,155 @@ PYEOF
   done
   echo
   "$SYS_PY" bench/combine_tool.py "$OUT" "$WARM"
+  exit 0
+fi
+
+if [[ $mode == generate ]]; then
+  TOOL=build/tools/tapegrad
+  TRAIN=build/bench/bench_train
+  LARGE=build/bench/bench_large
+  SHARED=${BENCH_SHARED:-$ROOT/../shared}
+  L2C=$SHARED/data/llama2c
+  RUNC_SRC=$SHARED/bench/peers/llama2c/run.c
+  CORPUS=$SHARED/data/corpora/tinystories_train_head2MiB.txt
+  TORCH2=${BENCH_TORCH2:-/opt/torch2/bin/python}
+  TORCH_LM2=$SHARED/bench/torch_lm_modern.py
+  RUNS=${BENCH_GEN_RUNS:-3}
+  GEN=256  # tokens generated per preset row (part 2)
+  PROMPT="Once upon a time"
+  case "${BENCH_GEN_PRESETS:-all}" in none) presets=() ;; small | tiny) presets=("$BENCH_GEN_PRESETS") ;;
+    all) presets=(small tiny) ;; *) log "error: BENCH_GEN_PRESETS must be none, small, tiny or all"; exit 2 ;; esac
+  [[ -x $TOOL ]] || { log "error: $TOOL was not built (target tapegrad_tool)"; exit 1; }
+  SYS_PY=$(command -v python3 || true)
+  [[ -n $SYS_PY ]] || { log "error: python3 is needed (token file, the table)"; exit 1; }
+  IFS=, read -ra TLIST <<<"$THREADS"
+  # The prefill/decode line of `tapegrad generate` (stderr) and run.c's "achieved tok/s" go to the console;
+  # the generated text stays in the raw file.
+  # (run.c's stderr line can follow its text on the same line: matched anywhere.)
+  # Programs' own RESULT lines stay in their files (the output ends with exactly one, combine_generate.py's).
+  show() { grep -oE '^(prefill:|tokens/s:|  of which).*|achieved tok/s: [0-9.]+|"kind": "generate".*"tok_s": [0-9.]+' "$1" || true; }
+
+  # ---- (1) stories260K: ours vs llama2.c's run.c ----
+  if [[ -f $L2C/stories260K.bin && -f $L2C/tok512.bin ]]; then
+    MODEL=$L2C/stories260K.bin TOK=$L2C/tok512.bin
+    "$TOOL" import llama2c "$MODEL" "$TOK" --out "$OUT/s260" >"$OUT/gen_import.txt" 2>&1 ||
+      { cat "$OUT/gen_import.txt" >&2; log "error: tapegrad import llama2c failed"; exit 1; }
+    CK260=$OUT/s260/checkpoints/step_00000000.safetensors
+    have_runc=0
+    if [[ -f $RUNC_SRC ]] && command -v gcc >/dev/null; then
+      # Built from a copy in the temp directory: gcc -O3 / -Ofast -march=native, each also with -fopenmp.
+      mkdir -p "$OUT/llama2c" && cp "$RUNC_SRC" "$OUT/llama2c/run.c"
+      if (cd "$OUT/llama2c" && gcc -O3 -o run run.c -lm && gcc -Ofast -march=native -o runfast run.c -lm &&
+        gcc -O3 -fopenmp -o run_omp run.c -lm && gcc -Ofast -march=native -fopenmp -o runfast_omp run.c -lm); then
+        have_runc=1
+      else
+        log "warning: run.c did not compile: no run.c columns"
+      fi
+    else
+      log "run.c ($RUNC_SRC) or gcc missing: no run.c columns"
+    fi
+    for t in "${TLIST[@]}"; do
+      for ((r = 1; r <= RUNS; r++)); do
+        tag=${t}_$r
+        echo "---- generate stories260K, $t thread(s), run $r/$RUNS: tapegrad generate ----"
+        own_threads "$TOOL" generate --checkpoint "$CK260" --prompt "$PROMPT" --greedy --max-tokens 196 \
+          --threads "$t" >"$OUT/gen_s260_ours_$tag.txt" 2>&1 || log "warning: tapegrad generate failed ($t threads)"
+        show "$OUT/gen_s260_ours_$tag.txt"
+        if ((have_runc)); then
+          for v in run runfast; do
+            bin=$OUT/llama2c/$v
+            ((t > 1)) && bin=${bin}_omp
+            echo "---- generate stories260K, $t thread(s), run $r/$RUNS: llama2.c $(basename "$bin") ----"
+            env -u OPENBLAS_NUM_THREADS OMP_NUM_THREADS="$t" "$bin" "$MODEL" -z "$TOK" -t 0.0 -n 200 -i "$PROMPT" \
+              >"$OUT/gen_s260_${v}_$tag.txt" 2>&1 || log "warning: $bin failed ($t threads)"
+            show "$OUT/gen_s260_${v}_$tag.txt"
+          done
+        fi
+      done
+    done
+  else
+    log "no $L2C/stories260K.bin + tok512.bin: stories260K part left out"
+  fi
+
+  # ---- (2) small / tiny, random weights: ours vs PyTorch 2, beside the bandwidth bound; (3) prefill ----
+  if ((${#presets[@]})); then
+    have_torch2=0
+    if ((PEERS)) && [[ -x $TORCH2 && -f $TORCH_LM2 ]] && "$TORCH2" -c "import torch" 2>/dev/null; then
+      have_torch2=1
+    else
+      log "PyTorch 2 peer missing (needs $TORCH2 with torch, and $TORCH_LM2): no PyTorch 2 column"
+    fi
+    if [[ -x $LARGE ]]; then
+      echo "---- memory bandwidth, 1 thread: bench_large --only mem ----"
+      own_threads "$LARGE" --threads 1 --reps 5 --only mem >"$OUT/gen_bw.txt" 2>&1 || log "warning: bench_large failed"
+      grep -E '^ +(memcpy|sum_all) ' "$OUT/gen_bw.txt" || true
+    else
+      log "$LARGE missing: no bandwidth bound"
+    fi
+    # A vocabulary-10000 tokenizer for generate (the checkpoints are trained on a token file, which has none;
+    # corpus/tinystories_head.txt allows only 8064 merges, so the 2 MiB corpus).
+    "$TOOL" tokenize train --input "$CORPUS" --vocab-size 10000 --threads 1 --out "$OUT/tok10k" \
+      >"$OUT/gen_tokenizer.txt" 2>&1 || { cat "$OUT/gen_tokenizer.txt" >&2; log "error: tokenize train failed"; exit 1; }
+    # Uniform random ids in [0, 10000), data/token_file.h's format: one training step's worth and more.
+    "$SYS_PY" - "$OUT/random_10000.bin" <<'PYEOF'
+import array, random, struct, sys
+vocab, n = 10000, 1 << 16
+ids = array.array("H", random.Random(vocab).choices(range(vocab), k=n))
+if sys.byteorder == "big":
+    ids.byteswap()
+with open(sys.argv[1], "wb") as f:
+    f.write(b"TGTOKENS" + struct.pack("<IIQQ", 1, 2, n, vocab))
+    ids.tofile(f)
+PYEOF
+    for cfg in "${presets[@]}"; do
+      # Random weights after one training step. small's context (128) is raised to 256: the model PyTorch's
+      # --gen 256 times (it uses context max(preset, 256)); the weights are the same shapes either way.
+      ctx_args=()
+      [[ $cfg == small ]] && ctx_args=(--context "$GEN")
+      own_threads "$TOOL" train --model "$cfg" "${ctx_args[@]}" --train "$OUT/random_10000.bin" --steps 1 \
+        --batch-size 1 --threads 1 --out "$OUT/ck_$cfg" >"$OUT/gen_train_$cfg.txt" 2>&1 ||
+        { tail -5 "$OUT/gen_train_$cfg.txt" >&2; log "error: tapegrad train ($cfg) failed"; exit 1; }
+      CK=$OUT/ck_$cfg/checkpoints/step_00000001.safetensors
+      "$TOOL" info --checkpoint "$CK" >"$OUT/gen_info_$cfg.txt" 2>&1 || true
+      ctx=$(awk '$1 == "context_length" {print $3}' "$OUT/gen_info_$cfg.txt")
+      # The prompt's length P with this tokenizer (a 1-token run): P + max_tokens − 1 positions must fit.
+      own_threads "$TOOL" generate --checkpoint "$CK" --tokenizer "$OUT/tok10k" --prompt "Once" --greedy \
+        --max-tokens 1 --threads 1 >"$OUT/gen_probe_$cfg.txt" 2>&1 || true
+      p=$(sed -n 's/^prefill: \([0-9]*\) tokens.*/\1/p' "$OUT/gen_probe_$cfg.txt")
+      maxt=$GEN
+      ((${p:-1} + GEN - 1 > ${ctx:-$GEN})) && maxt=$((${ctx:-$GEN} - ${p:-1} + 1))
+      for ((r = 1; r <= RUNS; r++)); do
+        tag=${cfg}_1_$r
+        echo "---- generate $cfg (context ${ctx:-?}), 1 thread, run $r/$RUNS: tapegrad generate, $maxt tokens ----"
+        own_threads "$TOOL" generate --checkpoint "$CK" --tokenizer "$OUT/tok10k" --prompt "Once" --greedy --no-stop \
+          --max-tokens "$maxt" --threads 1 >"$OUT/gen_lm_ours_$tag.txt" 2>&1 || log "warning: generate failed ($cfg)"
+        show "$OUT/gen_lm_ours_$tag.txt"
+        if ((have_torch2)); then
+          echo "---- generate $cfg, 1 thread, run $r/$RUNS: PyTorch 2 (torch_lm_modern.py --gen $GEN) ----"
+          own_threads "$TORCH2" "$TORCH_LM2" --device cpu --modes "" --gen "$GEN" --configs "$cfg" --threads 1 \
+            >"$OUT/gen_lm_torch2_$tag.txt" 2>&1 || log "warning: torch_lm_modern.py failed ($cfg)"
+          show "$OUT/gen_lm_torch2_$tag.txt"
+        fi
+        if [[ $cfg == tiny ]]; then
+          # (3) prefill: a prompt longer than the context, cut by --sliding to its last context − 1 tokens.
+          head -c 8192 "$CORPUS" >"$OUT/prompt_long.txt"
+          echo "---- prefill tiny, 1 thread, run $r/$RUNS: tapegrad generate --prompt-file (cut to $((${ctx:-256} - 1)) tokens) ----"
+          own_threads "$TOOL" generate --checkpoint "$CK" --tokenizer "$OUT/tok10k" --prompt-file "$OUT/prompt_long.txt" \
+            --sliding --greedy --no-stop --max-tokens 1 --threads 1 >"$OUT/gen_prefill_ours_1_$r.txt" 2>&1 ||
+            log "warning: prefill run failed"
+          show "$OUT/gen_prefill_ours_1_$r.txt"
+          if [[ -x $TRAIN ]]; then
+            echo "---- prefill tiny, 1 thread, run $r/$RUNS: bench_train (training forward + loss) ----"
+            own_threads "$TRAIN" --config tiny --threads 1 --steps "${BENCH_STEPS:-3}" --warmup 1 \
+              >"$OUT/gen_prefill_train_1_$r.txt" 2>&1 || log "warning: bench_train failed"
+            show "$OUT/gen_prefill_train_1_$r.txt"
+          fi
+        fi
+      done
+    done
+  fi
+  echo
+  "$SYS_PY" bench/combine_generate.py "$OUT"
   exit 0
 fi
 

@@ -36,7 +36,8 @@ std::string odd_bytes_text() {
   std::string text;
   for (int i = 0; i < 40; ++i) {
     text += "caf\xc3\xa9 na\xc3\xafve \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x99\x83\t\t\r\n";
-    text += std::string("\x00\x01\x7f\x80\xa0\xad \xff\xfe", 12) + "  x\n";
+    static constexpr char kRaw[] = "\x00\x01\x7f\x80\xa0\xad \xff\xfe";  // NUL, controls, invalid UTF-8
+    text += std::string(kRaw, sizeof kRaw - 1) + "  x\n";
     text += kOddSpecial + "\xc2\xa0\xc2\xa0 y " + std::to_string(i) + "\n";
   }
   return text;
