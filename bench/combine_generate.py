@@ -228,14 +228,6 @@ for p in sorted(glob.glob(os.path.join(run_dir, "gen_prefill_train_1_*.txt"))):
             fwd.append(dict(tok_s=r["tokens_per_step"] / r["fwd_s_median"], tokens=r["tokens_per_step"],
                             fwd_ms=r["fwd_s_median"] * 1e3))
 prefill = None
-ctx_tiny = int(info("tiny").get("context_length", 0) or 0)
-printed_prompt = pre[0]["prompt_tokens"] if pre else None
-for x in pre:
-    # --sliding cuts a prompt of ≥ context tokens to its last context − 1, but the tool's line counts the whole
-    # prompt (and its tok/s with it): the tokens actually read, and their rate, are recomputed here.
-    if ctx_tiny and x["prompt_tokens"] > ctx_tiny - 1:
-        x["prompt_tokens"] = ctx_tiny - 1
-        x["prefill_tok_s"] = x["prompt_tokens"] / (x["prefill_ms"] / 1e3) if x["prefill_ms"] > 0 else None
 if pre or fwd:
     mp, mf = med([x["prefill_tok_s"] for x in pre]), med([x["tok_s"] for x in fwd])
     pt = pre[0]["prompt_tokens"] if pre else None
@@ -248,13 +240,13 @@ if pre or fwd:
     print(f"| bench_train forward + cross-entropy (batch 8 × 256, recording the tape) | "
           f"{f(fwd[0]['tokens'] if fwd else None, 'd')} | {f(mf, ',.0f')} | {len(fwd)} |")
     print(f"| prefill / training forward | | {f(ratio(mp, mf), '.2f')}× | |")
-    print(f"(the prompt is the first 8 KiB of tinystories_train_head2MiB.txt, {printed_prompt or '?'} tokens, cut "
-          f"by --sliding to its last context − 1 = {pt if pt else '?'} tokens; `generate` prints the uncut count "
-          f"and a tok/s computed from it, so the rate here is {pt if pt else '?'} / its printed prefill time (the "
-          f"forward + picking the first token, 0.1 ms resolution). bench_train's: B·T / its median 'fwd+loss' time (the forward under autograd and the loss), "
+    print(f"(the prompt is the first 8 KiB of tinystories_train_head2MiB.txt, cut by --sliding to its last "
+          f"context − 1 = {pt if pt else '?'} tokens, the count `generate` prints; the rate is that over the printed "
+          f"prefill time (the forward + picking the first token, 0.1 ms resolution). bench_train's: B·T / its median "
+          f"'fwd+loss' time (the forward under autograd and the loss), "
           f"{f(fwd[0]['fwd_ms'] if fwd else None, '.0f')} ms in the first run.)")
     print()
-    prefill = dict(prompt_tokens=pt, prompt_tokens_before_cut=printed_prompt, ours_prefill_tok_s=mp, train_forward_tok_s=mf, prefill_over_train_fwd=ratio(mp, mf),
+    prefill = dict(prompt_tokens=pt, ours_prefill_tok_s=mp, train_forward_tok_s=mf, prefill_over_train_fwd=ratio(mp, mf),
                    runs_prefill=[x["prefill_tok_s"] for x in pre], runs_train_fwd=[x["tok_s"] for x in fwd])
 report["prefill_tiny"] = prefill
 

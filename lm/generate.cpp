@@ -60,6 +60,7 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
   // With `sliding`, a prompt longer than the context is cut to its last context − 1 tokens.
   const size_t first = o.sliding && int64_t(all.size()) > context - 1 ? all.size() - size_t(context - 1) : 0;
 
+  r.prefill_tokens = int64_t(all.size() - first);
   auto t0 = Clock::now();
   Tensor logits = model.forward(as_batch(std::span(all).subspan(first)), cache);
   uint32_t next = sample_last(sampler, logits);

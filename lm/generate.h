@@ -36,6 +36,7 @@ struct GenerateOptions {
 struct GenerateResult {
   std::vector<uint32_t> tokens;   // generated ids (the stop token included when it was produced)
   int64_t prompt_tokens = 0;
+  int64_t prefill_tokens = 0;     // tokens the prefill read: the prompt, or its last context − 1 with `sliding`
   double prefill_seconds = 0;     // the prompt's forward + the first sample
   double decode_seconds = 0;      // every later token (re-prefills of `sliding` included)
   int64_t decode_tokens = 0;      // tokens produced in decode_seconds

@@ -126,6 +126,8 @@ TEST_CASE("generate: requests that cannot run are refused before anything runs",
   CHECK_THROWS(lm::generate(lm, long_prompt, o));
   o.sliding = true;
   o.sampling.greedy = true;
-  CHECK(lm::generate(lm, long_prompt, o).tokens ==
-        greedy_by_full_forwards(lm, long_prompt, 5, 11));
+  const lm::GenerateResult cut = lm::generate(lm, long_prompt, o);
+  CHECK(cut.tokens == greedy_by_full_forwards(lm, long_prompt, 5, 11));
+  CHECK(cut.prompt_tokens == 20);
+  CHECK(cut.prefill_tokens == 11);
 }

@@ -95,7 +95,7 @@ int cmd_generate(Args args) {
   std::fputs((stream.finish() + "\n").c_str(), stdout);
   std::fflush(stdout);
   std::fprintf(stderr, "prefill: %lld tokens in %.1f ms (%.0f tok/s); decode: %lld tokens in %.2f s (%.1f tok/s)%s\n",
-               (long long)r.prompt_tokens, r.prefill_seconds * 1e3, double(r.prompt_tokens) / r.prefill_seconds,
+               (long long)r.prefill_tokens, r.prefill_seconds * 1e3, double(r.prefill_tokens) / r.prefill_seconds,
                (long long)r.decode_tokens, r.decode_seconds,
                r.decode_tokens > 0 ? double(r.decode_tokens) / r.decode_seconds : 0.0,
                r.stopped_at_stop_token ? "; stopped at the end-of-text token" : "");
