@@ -19,9 +19,10 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
+
+from bench_host import cpu_model, openblas_coretype
 
 run_dir = sys.argv[1]
 
@@ -250,18 +251,8 @@ if pre or fwd:
                    runs_prefill=[x["prefill_tok_s"] for x in pre], runs_train_fwd=[x["tok_s"] for x in fwd])
 report["prefill_tiny"] = prefill
 
-cpu = None
-try:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-    cpu = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), None)
-except (OSError, subprocess.SubprocessError):
-    pass
-if not cpu:
-    try:
-        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = "unknown"
-coretype = os.environ.get("OPENBLAS_CORETYPE")
+cpu = cpu_model()
+coretype = openblas_coretype()
 print(f"CPU: {cpu} ({os.cpu_count()} CPUs) | OPENBLAS_CORETYPE={coretype or '<unset>'} | "
       f"load average at the end {os.getloadavg()[0]:.2f}")
 report.update(cpu=cpu, nproc=os.cpu_count(), openblas_coretype_env=coretype, loadavg_1min_at_end=os.getloadavg()[0])

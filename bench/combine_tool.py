@@ -14,9 +14,10 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
+
+from bench_host import cpu_model, openblas_coretype
 
 TARGET = 0.97  # the tool's tokens/s over bench_train's
 
@@ -136,18 +137,8 @@ print(f"(medians over the runs, listed bench_train/tool/eager/compile. bench_tra
 for e in errors:
     print(f"(PyTorch 2 error: {e})")
 
-cpu = None
-try:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-    cpu = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), None)
-except (OSError, subprocess.SubprocessError):
-    pass
-if not cpu:
-    try:
-        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = "unknown"
-coretype = os.environ.get("OPENBLAS_CORETYPE")
+cpu = cpu_model()
+coretype = openblas_coretype()
 print(f"CPU: {cpu} ({os.cpu_count()} CPUs) | OPENBLAS_CORETYPE={coretype or '<unset>'} | OpenBLAS core (tapegrad): "
       f"{', '.join(sorted(cores)) or 'unknown'} | load average at the end {os.getloadavg()[0]:.2f}")
 ratios = [r["ratio_tool_over_bench"] for r in rows if r["ratio_tool_over_bench"] is not None]

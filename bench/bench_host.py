@@ -1,0 +1,22 @@
+"""bench_host.py — what every benchmark table ends with: this machine's CPU model (lscpu, else
+/proc/cpuinfo) and OPENBLAS_CORETYPE. Imported by combine_tool.py and combine_generate.py."""
+import os
+import subprocess
+
+
+def cpu_model():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        cpu = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), None)
+        if cpu:
+            return cpu
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown"
+
+
+def openblas_coretype():
+    return os.environ.get("OPENBLAS_CORETYPE")
