@@ -18,7 +18,7 @@
 //                                                 the logits then use token_embeddings.weight)
 // (*) Hugging Face applies RoPE "rotate half" (pairs (j, j + D/2)) while we rotate interleaved
 // pairs (2k, 2k+1); HF checkpoints converted from Meta's have their q/k rows permuted per head
-// accordingly, so importing them needs the inverse permutation (not done here).
+// accordingly, so importing them needs the inverse permutation (lm/hf_llama.h does both directions).
 //
 // A config converts to and from a string map (checkpoints store it as `config.<key>` metadata):
 //   auto m = lm.config.to_config_map();   // {"vocab_size": "10000", "rope_theta": "10000", ...}

@@ -3,11 +3,16 @@
 // strictly into a TransformerLM of the file's config; a fresh AdamW record; step 0) with its tokenizer
 // copied to DIR/tokenizer.bin, so that `tapegrad generate --checkpoint …` and `eval` work unchanged
 // (lm::codec_for_checkpoint picks the llama2c codec from the checkpoint's "run.tokenizer_kind").
+// `tapegrad import hf DIR --out OUT`: a Hugging Face Llama directory (lm/hf_llama.h) the same way; its
+// tokenizer.json, when there is one, is copied to OUT/tokenizer.json and its fingerprint recorded.
 #include <fmt/format.h>
 
 #include <filesystem>
 
 #include "data/file_io.h"
+#include "data/hf_tokenizer_json.h"
+#include "data/tokenizer_files.h"
+#include "lm/hf_llama.h"
 #include "kernels/error.h"
 #include "lm/llama2c.h"
 #include "lm/llama2c_tokenizer.h"
@@ -62,18 +67,76 @@ int import_llama2c(Args args) {
   return 0;
 }
 
+int import_hf(Args args) {
+  const std::string usage = "tapegrad import hf DIR --out OUT";
+  std::string dir;
+  if (!args.empty() && args[0][0] != '-') {
+    dir = args[0];
+    args = args.subspan(1);
+  }
+  po::options_description opts("tapegrad import hf options");
+  opts.add_options()("out", po::value<std::string>()->required(), "the directory to write (checkpoints/, tokenizer.json)");
+  po::variables_map vm;
+  if (!parse(args, opts, vm, usage + "\n  DIR: config.json + model.safetensors of a LlamaForCausalLM [+ tokenizer.json]"))
+    return 0;
+  TG_CHECK(!dir.empty(), "import hf: expected DIR (usage: {})", usage);
+  const std::string out = vm["out"].as<std::string>();
+
+  lm::HfLlama m = lm::import_hf_llama(dir);
+  nn::TransformerLM model(m.config);
+  model.load_state_dict(m.weights);  // strict
+  // The tokenizer, read and checked against the vocabulary before anything is written.
+  const std::string tokenizer_in = (std::filesystem::path(dir) / "tokenizer.json").string();
+  std::string tokenizer_bytes, fingerprint;
+  size_t tokenizer_size = 0;
+  if (std::filesystem::exists(tokenizer_in)) {
+    const data::BpeModel tok = data::load_hf_tokenizer_json(tokenizer_in);
+    TG_CHECK(tok.vocab.size() <= size_t(m.config.vocab_size), "import hf: '{}' has {} tokens, more than vocab_size {}",
+             tokenizer_in, tok.vocab.size(), m.config.vocab_size);
+    tokenizer_bytes = data::read_whole_file(tokenizer_in, "import hf");
+    fingerprint = data::tokenizer_fingerprint(tok);
+    tokenizer_size = tok.vocab.size();
+  }
+  optim::AdamW optimizer(model.parameters());
+  Generator gen;
+
+  lm::prepare_run_dir(out);
+  std::map<std::string, std::string> extra{{"run.source", dir}};
+  std::string tok_line = "no tokenizer.json in " + dir;
+  if (!fingerprint.empty()) {
+    const std::string tokenizer_out = (std::filesystem::path(out) / "tokenizer.json").string();
+    data::write_file_atomic(tokenizer_out, tokenizer_bytes, "import hf");
+    extra["run.tokenizer"] = tokenizer_out;
+    extra["run.tokenizer_fingerprint"] = fingerprint;
+    tok_line = fmt::format("{} ({} tokens)", tokenizer_out, tokenizer_size);
+  }
+  const std::string ckpt = lm::step_checkpoint_path(out, 0);
+  optim::save_checkpoint(ckpt, model.state_dict(), optimizer, 0, gen, model.config.to_config_map(), extra);
+  fmt::print("imported {} ({} parameters: d_model {}, {} layers, {} heads / {} kv heads, d_ff {}, vocab {}, "
+             "context {}, {} classifier, {})\n  checkpoint {}\n  tokenizer  {}\n",
+             dir, model.num_parameters(), m.config.d_model, m.config.n_layers, m.config.n_heads, m.config.n_kv_heads,
+             m.config.d_ff, m.config.vocab_size, m.config.context_length,
+             m.config.tie_embeddings ? "shared" : "separate", m.config.dtype == kFloat64 ? "float64" : "float32", ckpt,
+             tok_line);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_import(Args args) {
-  TG_CHECK(!args.empty(), "import: expected a format: llama2c (usage: tapegrad import llama2c MODEL.bin TOKENIZER.bin --out DIR)");
+  TG_CHECK(!args.empty(), "import: expected a format: llama2c or hf (usage: tapegrad import llama2c MODEL.bin TOKENIZER.bin --out DIR | "
+                          "tapegrad import hf DIR --out OUT)");
   const std::string format = args[0];
   if (format == "--help" || format == "-h" || format == "help") {
     fmt::print("usage: tapegrad import llama2c MODEL.bin TOKENIZER.bin --out DIR\n"
-               "  a llama2.c model (legacy version-0 .bin) and its tokenizer as a tapegrad checkpoint\n");
+               "  a llama2.c model (legacy version-0 .bin) and its tokenizer as a tapegrad checkpoint\n"
+               "usage: tapegrad import hf DIR --out OUT\n"
+               "  a Hugging Face Llama directory (config.json, model.safetensors[, tokenizer.json]) as a tapegrad checkpoint\n");
     return 0;
   }
   if (format == "llama2c") return import_llama2c(args.subspan(1));
-  throw Error(fmt::format("import: unknown format '{}' (expected llama2c)", format));
+  if (format == "hf") return import_hf(args.subspan(1));
+  throw Error(fmt::format("import: unknown format '{}' (expected llama2c or hf)", format));
 }
 
 }  // namespace tapegrad::cli

@@ -1,7 +1,8 @@
 // main.cpp — the tapegrad command-line tool's entry point: picks the subcommand, turns every error
 // into one stderr line and a non-zero exit. Parsing and wiring only; each subcommand is one file
 // (commands.h), the work is library code (lm/, data/, nn/).
-//   tapegrad demo | dot | info | tokenize train|encode | train | eval | generate | help   (`demo` without a command)
+//   tapegrad tokenize train|encode | train | eval | generate | import llama2c|hf | export hf | info | demo | dot
+//   | help   (`demo` without a command)
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <cstring>
@@ -25,7 +26,8 @@ constexpr Command kCommands[] = {
     {"train", tapegrad::cli::cmd_train, "train a TransformerLM on token files or text"},
     {"eval", tapegrad::cli::cmd_eval, "loss and perplexity of a checkpoint on token data or text"},
     {"generate", tapegrad::cli::cmd_generate, "continue a prompt with a trained model (KV cache; greedy, top-k, top-p)"},
-    {"import", tapegrad::cli::cmd_import, "a llama2.c model and tokenizer as a tapegrad checkpoint (import llama2c)"},
+    {"import", tapegrad::cli::cmd_import, "a llama2.c or Hugging Face Llama model as a tapegrad checkpoint (import llama2c | hf)"},
+    {"export", tapegrad::cli::cmd_export, "a checkpoint as a Hugging Face Llama directory (export hf)"},
     {"info", tapegrad::cli::cmd_info, "version, BLAS core and threads; with --checkpoint, what a checkpoint holds"},
     {"demo", tapegrad::cli::cmd_demo, "fit a small MLP on the tape, print its tape, gradcheck it (learning material)"},
     {"dot", tapegrad::cli::cmd_dot, "write the tape of a small expression as a Graphviz DOT graph"},
