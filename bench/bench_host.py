@@ -1,7 +1,21 @@
-"""bench_host.py — what every benchmark table ends with: this machine's CPU model (lscpu, else
-/proc/cpuinfo) and OPENBLAS_CORETYPE. Imported by combine_tool.py and combine_generate.py."""
+"""bench_host.py — shared by combine_tool.py and combine_generate.py: the `RESULT {json}` lines of a
+program's output, and what every table ends with: this machine's CPU model (lscpu, else /proc/cpuinfo)
+and OPENBLAS_CORETYPE."""
+import json
 import os
 import subprocess
+
+
+def result_lines(text):
+    """Every parseable `RESULT {json}` line of a program's output, as dicts."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("RESULT "):
+            try:
+                out.append(json.loads(line[len("RESULT "):]))
+            except json.JSONDecodeError:
+                pass
+    return out
 
 
 def cpu_model():

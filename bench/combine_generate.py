@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 
-from bench_host import cpu_model, openblas_coretype
+from bench_host import cpu_model, openblas_coretype, result_lines
 
 run_dir = sys.argv[1]
 
@@ -39,14 +39,7 @@ def read(path):
 
 
 def results(text):
-    out = []
-    for line in text.splitlines():
-        if line.startswith("RESULT "):
-            try:
-                out.append(json.loads(line[len("RESULT "):]))
-            except json.JSONDecodeError:
-                pass
-    return out
+    return result_lines(text)
 
 
 def ours(text):

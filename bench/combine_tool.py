@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 
-from bench_host import cpu_model, openblas_coretype
+from bench_host import cpu_model, openblas_coretype, result_lines
 
 TARGET = 0.97  # the tool's tokens/s over bench_train's
 
@@ -25,16 +25,9 @@ run_dir, warmup = sys.argv[1], int(sys.argv[2])
 
 
 def results(path):
-    """Every parseable `RESULT {json}` line of a program's output."""
-    out = []
+    """Every parseable `RESULT {json}` line of a program's output file."""
     with open(path, errors="replace") as f:
-        for line in f:
-            if line.startswith("RESULT "):
-                try:
-                    out.append(json.loads(line[len("RESULT "):]))
-                except json.JSONDecodeError:
-                    pass
-    return out
+        return result_lines(f.read())
 
 
 def tool_rates(path):
