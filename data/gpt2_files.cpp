@@ -9,19 +9,11 @@
 
 #include "data/byte_unicode.h"
 #include "data/file_io.h"
+#include "data/json_file.h"
 #include "kernels/error.h"
 
 namespace tapegrad::data {
 namespace {
-
-nlohmann::json parse_json_file(const std::string& path, std::string_view who) {
-  const std::string text = read_whole_file(path, who);
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: {} is not valid JSON: {}", who, path, e.what()));
-  }
-}
 
 // {"byte-unicode token": id, ...} -> id -> bytes.
 std::vector<std::string> parse_vocab_object(const nlohmann::json& json, const std::string& path) {
@@ -42,7 +34,7 @@ std::vector<std::string> parse_vocab_object(const nlohmann::json& json, const st
 }
 
 std::vector<std::string> parse_vocab_json(const std::string& path) {
-  return parse_vocab_object(parse_json_file(path, "load_gpt2_files"), path);
+  return parse_vocab_object(read_json_file(path, "load_gpt2_files"), path);
 }
 
 }  // namespace

@@ -9,20 +9,12 @@
 
 #include "data/byte_unicode.h"
 #include "data/file_io.h"
+#include "data/json_file.h"
 #include "data/utf8.h"
 #include "kernels/error.h"
 
 namespace tapegrad::data {
 namespace {
-
-nlohmann::json parse_json_file(const std::string& path) {
-  const std::string text = read_whole_file(path, "load_hf_tokenizer_json");
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("load_hf_tokenizer_json: {} is not valid JSON: {}", path, e.what()));
-  }
-}
 
 // One merges entry of tokenizer.json: "left right" or ["left", "right"].
 std::pair<std::string, std::string> parse_merge(const nlohmann::json& entry, const std::string& path, size_t index) {
@@ -89,7 +81,7 @@ nlohmann::ordered_json byte_level(bool trim_offsets) {
 }  // namespace
 
 BpeModel load_hf_tokenizer_json(const std::string& path) {
-  const nlohmann::json json = parse_json_file(path);
+  const nlohmann::json json = read_json_file(path, "load_hf_tokenizer_json");
   TG_CHECK(json.is_object() && json.contains("model") && json["model"].is_object(),
            "load_hf_tokenizer_json: {}: no \"model\" object", path);
   const nlohmann::json& model_json = json["model"];

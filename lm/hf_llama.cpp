@@ -12,6 +12,7 @@
 
 #include "autograd/io/safetensors.h"
 #include "data/file_io.h"
+#include "data/json_file.h"
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 
@@ -129,12 +130,7 @@ HfLlama import_hf_llama(const std::string& dir) {
   TG_CHECK(fs::is_directory(dir), "import hf: '{}' is not a directory", dir);
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   TG_CHECK(fs::exists(cfg_path), "import hf: '{}' does not exist", cfg_path);
-  json j;
-  try {
-    j = json::parse(data::read_whole_file(cfg_path, "import hf"));
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("import hf: '{}' is not valid JSON: {}", cfg_path, e.what()));
-  }
+  const json j = data::read_json_file(cfg_path, "import hf");
   TG_CHECK(j.is_object(), "import hf: '{}' is not a JSON object", cfg_path);
   auto bad = [&](const std::string& key, const std::string& what) {
     return Error(fmt::format("import hf: '{}': key '{}' {}", cfg_path, key, what));

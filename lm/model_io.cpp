@@ -5,6 +5,7 @@
 
 #include "data/tokenizer_files.h"
 #include "lm/run_dir.h"
+#include "optim/adamw.h"
 
 namespace tapegrad::lm {
 
@@ -48,6 +49,12 @@ data::BpeModel tokenizer_for_checkpoint(const optim::Checkpoint& ck, const std::
              "tokenizer '{}' has {} tokens, more than the vocabulary of checkpoint '{}' ({})", source, model.vocab.size(),
              path, vocab->second);
   return model;
+}
+
+void save_model_checkpoint(nn::TransformerLM& model, const std::string& path, const optim::ConfigMap& extra) {
+  const optim::AdamW optimizer(model.parameters());
+  const Generator generator;
+  optim::save_checkpoint(path, model.state_dict(), optimizer, 0, generator, model.config.to_config_map(), extra);
 }
 
 int64_t checkpoint_parameter_count(const optim::Checkpoint& ck) {

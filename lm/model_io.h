@@ -23,6 +23,11 @@ std::unique_ptr<nn::TransformerLM> model_from_checkpoint(const optim::Checkpoint
 data::BpeModel tokenizer_for_checkpoint(const optim::Checkpoint& ck, const std::string& path,
                                         const std::string& override_path);
 
+// Writes `model` as the checkpoint of a run at step 0 (a fresh AdamW record, a default generator, the
+// model's config, `extra` metadata): what an imported model is, so that eval, generate, info and
+// train --resume take it like any other checkpoint.
+void save_model_checkpoint(nn::TransformerLM& model, const std::string& path, const optim::ConfigMap& extra);
+
 // The number of scalar parameters a checkpoint's model holds (every model tensor).
 int64_t checkpoint_parameter_count(const optim::Checkpoint& ck);
 

@@ -2,9 +2,8 @@
 #include "lm/text_split.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
+#include "data/file_io.h"
 #include "kernels/error.h"
 
 namespace tapegrad::lm {
@@ -49,12 +48,7 @@ std::string document_separator(const data::Tokenizer& tokenizer) {
 }
 
 TokenizedText tokenize_text_file(const std::string& path, data::Tokenizer& tokenizer, double val_fraction, int threads) {
-  std::ifstream f(path, std::ios::binary);
-  TG_CHECK(f.good(), "cannot read the text file '{}'", path);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  TG_CHECK(!f.bad(), "error while reading the text file '{}'", path);
-  const std::string text = std::move(ss).str();
+  const std::string text = data::read_whole_file(path, "the text file");
   TextSplit s;
   try {
     s = split_documents(text, document_separator(tokenizer), val_fraction);

@@ -39,10 +39,12 @@ std::string exact(T v) {
   else return fmt::format("{}", v);
 }
 
-double parse_double(const std::map<std::string, std::string>& m, const std::string& key, const std::string& path) {
+// A number the trainer stored in a checkpoint's extra metadata, read back exactly.
+template <class T>
+T parse_extra(const std::map<std::string, std::string>& m, const std::string& key, const std::string& path) {
   auto it = m.find(key);
   TG_CHECK(it != m.end(), "checkpoint '{}' was not written by the trainer: it has no '{}'", path, key);
-  double v = 0;
+  T v{};
   TG_CHECK(parse_exact(it->second, v), "checkpoint '{}': '{}' = '{}' is not a number", path, key, it->second);
   return v;
 }
@@ -119,8 +121,9 @@ Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, da
 
 Trainer::~Trainer() = default;
 
-void Trainer::resume(const std::string& path) {
-  optim::Checkpoint ck = optim::read_checkpoint(path);
+void Trainer::resume(const std::string& path) { resume(optim::read_checkpoint(path), path); }
+
+void Trainer::resume(const optim::Checkpoint& ck, const std::string& path) {
   // The tokenizer (when both know theirs) must be the one the data was encoded with.
   const auto fp_file = ck.extra.find("run.tokenizer_fingerprint");
   const auto fp_mine = options_.run_info.find("tokenizer_fingerprint");
@@ -128,14 +131,14 @@ void Trainer::resume(const std::string& path) {
     TG_CHECK(fp_file->second == fp_mine->second,
              "checkpoint '{}' was trained with another tokenizer (fingerprint {}, this run's tokenizer {})", path,
              fp_file->second, fp_mine->second);
-  const double tokens = parse_double(ck.extra, "tokens", path);
-  const double wall = parse_double(ck.extra, "wall_s", path);
-  const double best = ck.extra.count("best_val_loss") ? parse_double(ck.extra, "best_val_loss", path)
+  const auto tokens = parse_extra<uint64_t>(ck.extra, "tokens", path);
+  const auto wall = parse_extra<double>(ck.extra, "wall_s", path);
+  const double best = ck.extra.count("best_val_loss") ? parse_extra<double>(ck.extra, "best_val_loss", path)
                                                       : std::numeric_limits<double>::infinity();
   step_ = optim::load_checkpoint(
       ck, path, [&](const optim::TensorMap& sd) { model_->load_state_dict(sd); }, *optimizer_, data_gen_,
       model_->config.to_config_map());
-  tokens_ = uint64_t(tokens);
+  tokens_ = tokens;
   wall_s_ = wall;
   best_val_ = best;
   resumed_ = true;

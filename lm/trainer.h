@@ -30,6 +30,7 @@
 #include "lm/metrics_log.h"
 #include "nn/transformer_lm.h"
 #include "optim/adamw.h"
+#include "optim/checkpoint.h"
 
 namespace tapegrad::lm {
 
@@ -106,6 +107,8 @@ class Trainer {
   // from a checkpoint. Refused (nothing changed) when its model config differs, or its
   // run_info["tokenizer_fingerprint"] differs from ours.
   void resume(const std::string& checkpoint_path);
+  // The same from a checkpoint already read (optim::read_checkpoint(path)): the file is read once.
+  void resume(const optim::Checkpoint& checkpoint, const std::string& path);
 
   // Trains until options.steps (or a stop request, or a non-finite loss/gradient).
   TrainResult run(const TrainCallbacks& callbacks = {});

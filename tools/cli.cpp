@@ -39,6 +39,15 @@ bool parse(Args args, po::options_description& opts, po::variables_map& vm, cons
   return true;
 }
 
+std::vector<std::string> take_positional(Args& args, size_t max) {
+  std::vector<std::string> out;
+  while (!args.empty() && args[0][0] != '-' && out.size() < max) {
+    out.emplace_back(args[0]);
+    args = args.subspan(1);
+  }
+  return out;
+}
+
 void print_blas_advice() {
   const std::string advice = kernels::blas_advice();
   if (!advice.empty()) std::fprintf(stderr, "tapegrad: %s\n", advice.c_str());

@@ -26,6 +26,10 @@ using Args = std::span<char* const>;
 // printing `usage` and the options to stdout): the command then returns 0.
 bool parse(Args args, po::options_description& opts, po::variables_map& vm, const std::string& usage);
 
+// Takes up to `max` leading positional arguments (those not starting with '-') off the front of `args`,
+// for commands such as `import llama2c MODEL.bin TOKENIZER.bin --out DIR`.
+std::vector<std::string> take_positional(Args& args, size_t max);
+
 // One stderr line when OpenBLAS runs a generic core on this CPU (see scripts/blas_env.sh).
 void print_blas_advice();
 

@@ -3,10 +3,9 @@
 //   tapegrad eval --checkpoint run/checkpoints/best.safetensors --text story.txt
 #include <fmt/format.h>
 
-#include <fstream>
-#include <iterator>
 #include <memory>
 
+#include "data/file_io.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"
 #include "lm/evaluate.h"
@@ -52,9 +51,7 @@ int cmd_eval(Args args) {
   } else {
     what = vm["text"].as<std::string>();
     data::Tokenizer tok(lm::tokenizer_for_checkpoint(ck, path, vm.count("tokenizer") ? vm["tokenizer"].as<std::string>() : ""));
-    std::ifstream f(what, std::ios::binary);
-    TG_CHECK(f.good(), "cannot read the text file '{}'", what);
-    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::string text = data::read_whole_file(what, "--text");
     std::string_view part = text;
     if (vm.count("held-out")) {
       const lm::TextSplit split = lm::split_documents(text, lm::document_separator(tok), vm["held-out"].as<double>());

@@ -21,11 +21,8 @@ namespace {
 
 int export_hf(Args args) {
   const std::string usage = "tapegrad export hf CHECKPOINT --out DIR";
-  std::string checkpoint;
-  if (!args.empty() && args[0][0] != '-') {
-    checkpoint = args[0];
-    args = args.subspan(1);
-  }
+  const std::vector<std::string> positional = take_positional(args, 1);
+  const std::string checkpoint = positional.empty() ? "" : positional[0];
   po::options_description opts("tapegrad export hf options");
   opts.add_options()("out", po::value<std::string>()->required(), "the directory to write (config.json, model.safetensors, tokenizer.json)")(
       "tokenizer", po::value<std::string>(), "tokenizer.json or folder to export (default: the run's tokenizer.json, if any)");

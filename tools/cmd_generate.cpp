@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 
+#include "data/file_io.h"
 #include "lm/generate.h"
 #include "lm/model_io.h"
 #include "lm/text_codec.h"
@@ -26,10 +26,7 @@ std::string read_prompt(const po::variables_map& vm) {
   if (vm.count("prompt")) return vm["prompt"].as<std::string>();
   std::string text;
   if (vm.count("prompt-file")) {
-    const std::string path = vm["prompt-file"].as<std::string>();
-    std::ifstream f(path, std::ios::binary);
-    TG_CHECK(f.good(), "--prompt-file: cannot read '{}'", path);
-    text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    text = data::read_whole_file(vm["prompt-file"].as<std::string>(), "--prompt-file");
   } else {
     TG_CHECK(::isatty(STDIN_FILENO) != 1, "no prompt: give --prompt TEXT, --prompt-file FILE, or pipe it on stdin");
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());

@@ -16,23 +16,27 @@
 #include "kernels/error.h"
 #include "lm/llama2c.h"
 #include "lm/llama2c_tokenizer.h"
+#include "lm/model_io.h"
 #include "lm/run_dir.h"
 #include "nn/transformer_lm.h"
-#include "optim/adamw.h"
-#include "optim/checkpoint.h"
 #include "tools/commands.h"
 
 namespace tapegrad::cli {
 
 namespace {
 
+// "… parameters: d_model 64, 5 layers, 8 heads / 4 kv heads, d_ff 172, vocab 512, context 512, shared classifier, float32"
+std::string describe(const nn::TransformerLM& model) {
+  const nn::TransformerLMConfig& c = model.config;
+  return fmt::format("{} parameters: d_model {}, {} layers, {} heads / {} kv heads, d_ff {}, vocab {}, context {}, {} "
+                     "classifier, {}",
+                     model.num_parameters(), c.d_model, c.n_layers, c.n_heads, c.n_kv_heads, c.d_ff, c.vocab_size,
+                     c.context_length, c.tie_embeddings ? "shared" : "separate", dtype_name(c.dtype));
+}
+
 int import_llama2c(Args args) {
   const std::string usage = "tapegrad import llama2c MODEL.bin TOKENIZER.bin --out DIR";
-  std::vector<std::string> positional;
-  while (!args.empty() && args[0][0] != '-' && positional.size() < 2) {
-    positional.emplace_back(args[0]);
-    args = args.subspan(1);
-  }
+  const std::vector<std::string> positional = take_positional(args, 2);
   po::options_description opts("tapegrad import llama2c options");
   opts.add_options()("out", po::value<std::string>()->required(), "the directory to write (checkpoints/, tokenizer.bin)");
   po::variables_map vm;
@@ -50,30 +54,21 @@ int import_llama2c(Args args) {
 
   nn::TransformerLM model(m.config);
   model.load_state_dict(m.weights);  // strict: every parameter present, shapes equal
-  optim::AdamW optimizer(model.parameters());
-  Generator gen;
-
   lm::prepare_run_dir(out);
   const std::string tokenizer_out = (std::filesystem::path(out) / "tokenizer.bin").string();
   data::write_file_atomic(tokenizer_out, tokenizer_bytes, "import llama2c");
   const std::string ckpt = lm::step_checkpoint_path(out, 0);
-  optim::save_checkpoint(ckpt, model.state_dict(), optimizer, 0, gen, model.config.to_config_map(),
-                         {{"run.tokenizer_kind", "llama2c"}, {"run.tokenizer", tokenizer_out}, {"run.source", model_path}});
-  fmt::print("imported {} ({} parameters: d_model {}, {} layers, {} heads / {} kv heads, d_ff {}, vocab {}, "
-             "context {}, {} classifier)\n  checkpoint {}\n  tokenizer  {} ({} tokens)\n",
-             model_path, model.num_parameters(), m.config.d_model, m.config.n_layers, m.config.n_heads,
-             m.config.n_kv_heads, m.config.d_ff, m.config.vocab_size, m.config.context_length,
-             m.config.tie_embeddings ? "shared" : "separate", ckpt, tokenizer_out, tok.vocab_size());
+  lm::save_model_checkpoint(model, ckpt,
+                            {{"run.tokenizer_kind", "llama2c"}, {"run.tokenizer", tokenizer_out}, {"run.source", model_path}});
+  fmt::print("imported {} ({})\n  checkpoint {}\n  tokenizer  {} ({} tokens)\n", model_path, describe(model), ckpt,
+             tokenizer_out, tok.vocab_size());
   return 0;
 }
 
 int import_hf(Args args) {
   const std::string usage = "tapegrad import hf DIR --out OUT";
-  std::string dir;
-  if (!args.empty() && args[0][0] != '-') {
-    dir = args[0];
-    args = args.subspan(1);
-  }
+  const std::vector<std::string> positional = take_positional(args, 1);
+  const std::string dir = positional.empty() ? "" : positional[0];
   po::options_description opts("tapegrad import hf options");
   opts.add_options()("out", po::value<std::string>()->required(), "the directory to write (checkpoints/, tokenizer.json)");
   po::variables_map vm;
@@ -97,9 +92,6 @@ int import_hf(Args args) {
     fingerprint = data::tokenizer_fingerprint(tok);
     tokenizer_size = tok.vocab.size();
   }
-  optim::AdamW optimizer(model.parameters());
-  Generator gen;
-
   lm::prepare_run_dir(out);
   std::map<std::string, std::string> extra{{"run.source", dir}};
   std::string tok_line = "no tokenizer.json in " + dir;
@@ -111,13 +103,8 @@ int import_hf(Args args) {
     tok_line = fmt::format("{} ({} tokens)", tokenizer_out, tokenizer_size);
   }
   const std::string ckpt = lm::step_checkpoint_path(out, 0);
-  optim::save_checkpoint(ckpt, model.state_dict(), optimizer, 0, gen, model.config.to_config_map(), extra);
-  fmt::print("imported {} ({} parameters: d_model {}, {} layers, {} heads / {} kv heads, d_ff {}, vocab {}, "
-             "context {}, {} classifier, {})\n  checkpoint {}\n  tokenizer  {}\n",
-             dir, model.num_parameters(), m.config.d_model, m.config.n_layers, m.config.n_heads, m.config.n_kv_heads,
-             m.config.d_ff, m.config.vocab_size, m.config.context_length,
-             m.config.tie_embeddings ? "shared" : "separate", m.config.dtype == kFloat64 ? "float64" : "float32", ckpt,
-             tok_line);
+  lm::save_model_checkpoint(model, ckpt, extra);
+  fmt::print("imported {} ({})\n  checkpoint {}\n  tokenizer  {}\n", dir, describe(model), ckpt, tok_line);
   return 0;
 }
 

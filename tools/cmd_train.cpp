@@ -183,7 +183,7 @@ int cmd_train(Args args) {
 
   // Resuming: which checkpoint, and (when no model option is given) the model config it holds.
   std::string resume_from;
-  std::optional<optim::Checkpoint> resume_ck;
+  std::optional<optim::Checkpoint> resume_ck;  // read once: for its config here and by the trainer
   if (vm.count("resume")) {
     resume_from = vm["resume"].as<std::string>();
     if (resume_from.empty()) {
@@ -195,8 +195,8 @@ int cmd_train(Args args) {
   bool model_flags = false;
   for (const char* f : kModelFlags) model_flags |= vm.count(f) > 0;
   nn::TransformerLMConfig config;
-  if (!resume_from.empty() && !model_flags) {
-    resume_ck = optim::read_checkpoint(resume_from);
+  if (!resume_from.empty()) resume_ck = optim::read_checkpoint(resume_from);
+  if (resume_ck && !model_flags) {
     config = nn::TransformerLMConfig::from_config_map(resume_ck->config);
   } else {
     config = model_config(vm, data_vocab);
@@ -241,7 +241,7 @@ int cmd_train(Args args) {
 
   lm::Trainer trainer(config, o, *train_src, val_src);
   if (!resume_from.empty()) {
-    trainer.resume(resume_from);
+    trainer.resume(*resume_ck, resume_from);
     fmt::print("resumed from {} at step {}\n", resume_from, trainer.step());
   }
   if (bpe && !std::filesystem::exists(std::filesystem::path(out) / "tokenizer.json"))
