@@ -53,6 +53,10 @@ class Backend {
   virtual void deallocate(void* p, size_t nbytes) = 0;
   virtual void copy_from_host(void* dst, const void* src, size_t nbytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t nbytes) = 0;
+  // dst and src both on this backend's device (ordered like a kernel; no host synchronisation).
+  virtual void copy_on_device(void* dst, const void* src, size_t nbytes) = 0;
+  // Waits for all queued work. The CPU runs everything at once; a GPU backend counts these
+  // (kernels/cuda/cuda_backend.h: sync_count), and a training step must not need one.
   virtual void synchronize() {}
 
   // ---- elementwise ----

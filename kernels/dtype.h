@@ -32,7 +32,9 @@ struct Device {
   int index = 0;
   static Device cpu() { return {DeviceType::CPU, 0}; }
   static Device cuda(int i = 0) { return {DeviceType::CUDA, i}; }
-  friend bool operator==(const Device&, const Device&) = default;
+  // Written out (not `= default`): this header is also compiled as C++17 by nvcc (kernels/cuda/).
+  friend bool operator==(const Device& a, const Device& b) { return a.type == b.type && a.index == b.index; }
+  friend bool operator!=(const Device& a, const Device& b) { return !(a == b); }
   std::string str() const;  // "cpu", "cuda:0"
 };
 

@@ -9,11 +9,18 @@
 // Both are within a few ulp of libm over the whole float range (tests/test_fast_math.cpp) and
 // propagate NaN and ±inf. float64 keeps libm everywhere (gradcheck needs its precision).
 #pragma once
-#include <bit>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 
 namespace tapegrad::kernels {
+
+// The float with these bits (std::bit_cast without C++20: nvcc compiles this header as C++17).
+inline float bits_to_float(int32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
 
 inline float fast_exp(float x) {
   const float hi = 88.72283935546875f, lo = -104.0f;  // e^hi ≈ FLT_MAX, e^lo < smallest denormal
@@ -32,7 +39,7 @@ inline float fast_exp(float x) {
   p = p * r + 5.0000001201e-1f;
   const float y = p * z + r + 1.0f;
   const int32_t ni = static_cast<int32_t>(n), n1 = ni >> 1, n2 = ni - n1;  // n1, n2 in [−75, 64]
-  const float s1 = std::bit_cast<float>((n1 + 127) << 23), s2 = std::bit_cast<float>((n2 + 127) << 23);
+  const float s1 = bits_to_float((n1 + 127) << 23), s2 = bits_to_float((n2 + 127) << 23);
   float result = y * s1 * s2;
   result = x > hi ? std::numeric_limits<float>::infinity() : result;
   result = x < lo ? 0.0f : result;

@@ -170,6 +170,9 @@ void CpuBackend::copy_from_host(void* dst, const void* src, size_t nbytes) {
 void CpuBackend::copy_to_host(void* dst, const void* src, size_t nbytes) {
   if (nbytes) std::memcpy(dst, src, nbytes);
 }
+void CpuBackend::copy_on_device(void* dst, const void* src, size_t nbytes) {
+  if (nbytes) std::memcpy(dst, src, nbytes);
+}
 
 size_t cpu_cached_bytes() { return BlockCache::destroyed ? 0 : cache().cached(); }
 void cpu_empty_cache() {

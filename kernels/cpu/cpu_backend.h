@@ -14,6 +14,7 @@ class CpuBackend final : public Backend {
   void deallocate(void* p, size_t nbytes) override;
   void copy_from_host(void* dst, const void* src, size_t nbytes) override;
   void copy_to_host(void* dst, const void* src, size_t nbytes) override;
+  void copy_on_device(void* dst, const void* src, size_t nbytes) override;
 
   void fill(const TensorView& out, double value) override;
   void copy(const TensorView& out, const TensorView& in) override;

@@ -1,0 +1,99 @@
+// cuda_backend.h — the CUDA backend: cuBLAS for matmul, our own kernels (kernels/cuda/*.cu) for the
+// rest. This header has no CUDA types, so registry.cpp (plain C++) can include it.
+//
+// Built two ways from the same sources: by nvcc for a real GPU (TAPEGRAD_CUDA), or as host C++ on
+// HIP-CPU (TAPEGRAD_CUDA_EMULATED), where "device memory" is host memory, kernels run on host
+// threads, and matmul runs our own tiled kernel instead of cuBLAS. See kernels/cuda/runtime.h.
+//
+// Ordering: every kernel, copy and cuBLAS call goes to one stream (runtime.h: stream()), so a
+// freed block can be handed out again at once — later work on the stream runs after the earlier
+// work that used it. Synchronisations (a device→host copy, synchronize()) are counted, so a test
+// can check that a training step performs none.
+#pragma once
+#include <cstdint>
+
+#include "kernels/backend.h"
+
+namespace tapegrad::kernels::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device_index) : index_(device_index) {}
+  Device device() const override { return Device::cuda(index_); }
+
+  void* allocate(size_t nbytes) override;
+  void deallocate(void* p, size_t nbytes) override;
+  void copy_from_host(void* dst, const void* src, size_t nbytes) override;
+  void copy_to_host(void* dst, const void* src, size_t nbytes) override;
+  void copy_on_device(void* dst, const void* src, size_t nbytes) override;
+  void synchronize() override;
+
+  void fill(const TensorView& out, double value) override;
+  void copy(const TensorView& out, const TensorView& in) override;
+  void unary(UnaryOp op, const TensorView& out, const TensorView& in, double param) override;
+  void unary_backward(UnaryOp op, const TensorView& grad_in, const TensorView& grad_out, const TensorView& x,
+                      const TensorView& y, double param) override;
+  void binary(BinaryOp op, const TensorView& out, const TensorView& a, const TensorView& b) override;
+  void where(const TensorView& out, const TensorView& cond, const TensorView& a, const TensorView& b) override;
+
+  void reduce(ReduceOp op, const TensorView& out, const TensorView& in) override;
+  void max_along(const TensorView& values, const TensorView& indices, const TensorView& in, int dim) override;
+  void softmax(const TensorView& out, const TensorView& in, int dim, bool log) override;
+  void softmax_backward(const TensorView& grad_in, const TensorView& grad_out, const TensorView& y, int dim,
+                        bool log) override;
+
+  void matmul(const TensorView& out, const TensorView& a, const TensorView& b, bool accumulate) override;
+
+  void index_select(const TensorView& out, const TensorView& in, int dim, const TensorView& index) override;
+  void index_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;
+  void gather(const TensorView& out, const TensorView& in, int dim, const TensorView& index) override;
+  void scatter_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;
+
+  void cross_entropy(const TensorView& loss, const TensorView& lse, const TensorView& logits,
+                     const TensorView& targets, int64_t ignore_index) override;
+  void cross_entropy_backward(const TensorView& grad_logits, const TensorView& grad_loss, const TensorView& logits,
+                              const TensorView& targets, const TensorView& lse, int64_t ignore_index) override;
+  void rms_norm(const TensorView& y, const TensorView& rstd, const TensorView& x, const TensorView& weight,
+                double eps) override;
+  void rms_norm_backward(const TensorView& grad_x, const TensorView& grad_weight, const TensorView& grad_y,
+                         const TensorView& x, const TensorView& weight, const TensorView& rstd) override;
+  void swiglu(const TensorView& out, const TensorView& a, const TensorView& b) override;
+  void swiglu_backward(const TensorView& grad_a, const TensorView& grad_b, const TensorView& grad_out,
+                       const TensorView& a, const TensorView& b) override;
+
+  void rope(const TensorView& out, const TensorView& in, const TensorView& cos, const TensorView& sin,
+            const TensorView& positions, bool inverse) override;
+  void causal_attention(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                        const TensorView& v, double scale) override;
+  void causal_attention_backward(const TensorView& grad_q, const TensorView& grad_k, const TensorView& grad_v,
+                                 const TensorView& grad_out, const TensorView& q, const TensorView& k,
+                                 const TensorView& v, const TensorView& out, const TensorView& lse,
+                                 double scale) override;
+  void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
+                    const TensorView& exp_avg_sq, const AdamWStep& step) override;
+
+ private:
+  int index_;
+};
+
+// The backend of GPU `index`; throws tapegrad::Error when there is no such device.
+CudaBackend& cuda_backend(int index);
+
+// Number of devices this process sees (0 without a GPU; 1 in the emulated build).
+int device_count();
+// True in the emulated build (HIP-CPU on the host), false under nvcc.
+bool is_emulated();
+
+// The caching allocator's counters: bytes held from the driver (reserved) and handed out to
+// tensors (allocated), driver allocations made (cudaMalloc calls); empty_cache() frees the cache.
+struct MemoryStats {
+  size_t reserved_bytes = 0, allocated_bytes = 0, peak_allocated_bytes = 0;
+  uint64_t driver_allocations = 0;
+};
+MemoryStats memory_stats();
+void empty_cache();
+
+// Host synchronisations performed so far (device→host copies, synchronize()).
+uint64_t sync_count();
+
+}  // namespace tapegrad::kernels::cuda

@@ -1,0 +1,269 @@
+// memory.cu — the CUDA backend's device, stream and memory: a caching allocator, host↔device and
+// device↔device copies, synchronisation (counted), and the per-device backend objects.
+//
+// The allocator: cudaMalloc/cudaFree synchronise the device and cost tens of microseconds, so a
+// training step must not call them. Freed blocks go to a free list keyed by their size class
+// (sizes rounded up: to 512 B below 1 MiB, to 2 MiB above) and are handed out again; all work is
+// on one stream, so a block reused at once is only touched after the work that freed it.
+// When cudaMalloc fails, the cache is released and the allocation tried once more.
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/runtime.h"
+
+namespace tapegrad::kernels::cuda {
+namespace {
+
+constexpr size_t kSmallRound = 512;
+constexpr size_t kLargeThreshold = size_t{1} << 20;
+constexpr size_t kLargeRound = size_t{2} << 20;
+
+size_t size_class(size_t n) {
+  if (n == 0) n = 1;
+  const size_t round = n < kLargeThreshold ? kSmallRound : kLargeRound;
+  return (n + round - 1) / round * round;
+}
+
+class CachingAllocator {
+ public:
+  void* allocate(size_t nbytes) {
+    const size_t size = size_class(nbytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    void* p = nullptr;
+    auto it = free_.find(size);
+    if (it != free_.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+    } else {
+      p = driver_malloc(size);
+    }
+    stats_.allocated_bytes += size;
+    if (stats_.allocated_bytes > stats_.peak_allocated_bytes) stats_.peak_allocated_bytes = stats_.allocated_bytes;
+    return p;
+  }
+  void deallocate(void* p, size_t nbytes) {
+    if (p == nullptr) return;
+    const size_t size = size_class(nbytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    free_[size].push_back(p);
+    stats_.allocated_bytes -= size;
+  }
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_locked();
+  }
+  MemoryStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+ private:
+  void* driver_malloc(size_t size) {
+    void* p = nullptr;
+#if defined(TAPEGRAD_CUDA_EMULATED)
+    RtError e = hipMalloc(&p, size);
+    if (e != kSuccess) {
+      release_locked();
+      e = hipMalloc(&p, size);
+    }
+#else
+    RtError e = cudaMalloc(&p, size);
+    if (e != kSuccess) {
+      (void)cudaGetLastError();  // clear the sticky out-of-memory error
+      release_locked();
+      e = cudaMalloc(&p, size);
+    }
+#endif
+    if (e != kSuccess) {
+      throw Error(fmt::format("cuda: out of memory allocating {} bytes ({} bytes in use by tensors, {} reserved): {}",
+                              size, stats_.allocated_bytes, stats_.reserved_bytes, rt_error_string(e)));
+    }
+    stats_.reserved_bytes += size;
+    ++stats_.driver_allocations;
+    return p;
+  }
+  void release_locked() {
+    for (auto& [size, blocks] : free_) {
+      for (void* p : blocks) {
+#if defined(TAPEGRAD_CUDA_EMULATED)
+        (void)hipFree(p);
+#else
+        (void)cudaFree(p);
+#endif
+        stats_.reserved_bytes -= size;
+      }
+      blocks.clear();
+    }
+  }
+
+  std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;
+  MemoryStats stats_;
+};
+
+CachingAllocator& allocator() {
+  // Never destroyed: tensors in static storage may be freed after it would have been.
+  static CachingAllocator* a = new CachingAllocator();
+  return *a;
+}
+
+std::atomic<uint64_t> g_syncs{0};
+
+}  // namespace
+
+Stream stream() {
+  // One non-blocking stream for all work of the process (created on first use).
+  static Stream s = [] {
+    Stream st{};
+#if defined(TAPEGRAD_CUDA_EMULATED)
+    check(hipStreamCreate(&st), "hipStreamCreate");
+#else
+    check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate");
+#endif
+    return st;
+  }();
+  return s;
+}
+
+int device_count() {
+  static const int n = [] {
+    int count = 0;
+#if defined(TAPEGRAD_CUDA_EMULATED)
+    if (hipGetDeviceCount(&count) != kSuccess) count = 0;
+#else
+    if (cudaGetDeviceCount(&count) != kSuccess) {
+      (void)cudaGetLastError();  // no driver or no device: report zero devices
+      count = 0;
+    }
+#endif
+    return count;
+  }();
+  return n;
+}
+
+bool is_emulated() {
+#if defined(TAPEGRAD_CUDA_EMULATED)
+  return true;
+#else
+  return false;
+#endif
+}
+
+CudaBackend& cuda_backend(int index) {
+  const int n = device_count();
+  TG_CHECK(index >= 0 && index < n, "device cuda:{}: {}", index,
+           n == 0 ? std::string("no CUDA device is visible to this process")
+                  : fmt::format("this machine has {} CUDA device(s) (cuda:0 .. cuda:{})", n, n - 1));
+  TG_CHECK(index == 0, "device cuda:{}: only cuda:0 is supported by this build (one device per process)", index);
+  static CudaBackend b(0);
+  return b;
+}
+
+namespace {
+const char* error_op_name(int code) {
+  switch (static_cast<DeviceErrorCode>(code)) {
+    case DeviceErrorCode::IndexSelect: return "index_select";
+    case DeviceErrorCode::IndexAdd: return "index_add";
+    case DeviceErrorCode::Gather: return "gather";
+    case DeviceErrorCode::ScatterAdd: return "scatter_add";
+    case DeviceErrorCode::CrossEntropyTarget: return "cross_entropy: target";
+    case DeviceErrorCode::RopePosition: return "rope: position";
+    case DeviceErrorCode::None: break;
+  }
+  return "kernel";
+}
+}  // namespace
+
+DeviceErrorRecord* device_error_record() {
+  static DeviceErrorRecord* rec = [] {
+    void* p = allocator().allocate(sizeof(DeviceErrorRecord));
+    const DeviceErrorRecord zero{0, 0, 0, 0};
+#if defined(TAPEGRAD_CUDA_EMULATED)
+    check(hipMemcpy(p, &zero, sizeof zero, hipMemcpyHostToDevice), "error record");
+#else
+    check(cudaMemcpy(p, &zero, sizeof zero, cudaMemcpyHostToDevice), "error record");
+#endif
+    return static_cast<DeviceErrorRecord*>(p);
+  }();
+  return rec;
+}
+
+void check_device_errors() {
+  DeviceErrorRecord host{0, 0, 0, 0};
+  const DeviceErrorRecord zero{0, 0, 0, 0};
+#if defined(TAPEGRAD_CUDA_EMULATED)
+  check(hipMemcpyAsync(&host, device_error_record(), sizeof host, hipMemcpyDeviceToHost, stream()), "error record");
+  check(hipStreamSynchronize(stream()), "error record");
+  if (host.code == 0) return;
+  check(hipMemcpy(device_error_record(), &zero, sizeof zero, hipMemcpyHostToDevice), "error record");
+#else
+  check(cudaMemcpyAsync(&host, device_error_record(), sizeof host, cudaMemcpyDeviceToHost, stream()), "error record");
+  check(cudaStreamSynchronize(stream()), "error record");
+  if (host.code == 0) return;
+  check(cudaMemcpy(device_error_record(), &zero, sizeof zero, cudaMemcpyHostToDevice), "error record");
+#endif
+  throw Error(fmt::format("{}: index {} is out of range [0, {}) at element {} (found on the GPU, reported at "
+                          "the next synchronisation; the elements with bad indices were not written)",
+                          error_op_name(host.code), host.value, host.limit, host.position));
+}
+
+MemoryStats memory_stats() { return allocator().stats(); }
+void empty_cache() { allocator().empty_cache(); }
+uint64_t sync_count() { return g_syncs.load(); }
+
+void* CudaBackend::allocate(size_t nbytes) { return allocator().allocate(nbytes); }
+void CudaBackend::deallocate(void* p, size_t nbytes) { allocator().deallocate(p, nbytes); }
+
+#if defined(TAPEGRAD_CUDA_EMULATED)
+void CudaBackend::copy_from_host(void* dst, const void* src, size_t nbytes) {
+  if (nbytes == 0) return;
+  // Stream-ordered and synchronous for the host buffer (it may be freed right after).
+  check(hipMemcpyAsync(dst, src, nbytes, hipMemcpyHostToDevice, stream()), "copy host to device");
+  check(hipStreamSynchronize(stream()), "copy host to device");
+}
+void CudaBackend::copy_to_host(void* dst, const void* src, size_t nbytes) {
+  ++g_syncs;
+  if (nbytes == 0) return;
+  check(hipMemcpyAsync(dst, src, nbytes, hipMemcpyDeviceToHost, stream()), "copy device to host");
+  check(hipStreamSynchronize(stream()), "copy device to host");
+  check_device_errors();
+}
+void CudaBackend::copy_on_device(void* dst, const void* src, size_t nbytes) {
+  if (nbytes == 0) return;
+  check(hipMemcpyAsync(dst, src, nbytes, hipMemcpyDeviceToDevice, stream()), "copy device to device");
+}
+void CudaBackend::synchronize() {
+  ++g_syncs;
+  check(hipStreamSynchronize(stream()), "synchronize");
+  check_device_errors();
+}
+#else
+void CudaBackend::copy_from_host(void* dst, const void* src, size_t nbytes) {
+  if (nbytes == 0) return;
+  // From pageable memory cudaMemcpyAsync returns once the source is staged, so the caller may
+  // reuse its buffer; the copy itself is ordered on the stream.
+  check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream()), "copy host to device");
+}
+void CudaBackend::copy_to_host(void* dst, const void* src, size_t nbytes) {
+  ++g_syncs;
+  if (nbytes == 0) return;
+  check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream()), "copy device to host");
+  check(cudaStreamSynchronize(stream()), "copy device to host");
+  check_device_errors();
+}
+void CudaBackend::copy_on_device(void* dst, const void* src, size_t nbytes) {
+  if (nbytes == 0) return;
+  check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, stream()), "copy device to device");
+}
+void CudaBackend::synchronize() {
+  ++g_syncs;
+  check(cudaStreamSynchronize(stream()), "synchronize");
+  check_device_errors();
+}
+#endif
+
+}  // namespace tapegrad::kernels::cuda
