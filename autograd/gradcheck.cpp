@@ -11,15 +11,22 @@ namespace tapegrad {
 
 namespace {
 
-// Pointer to element `flat` (row-major over the shape) of a CPU float64 tensor, any strides.
+// Address of element `flat` (row-major over the shape) of a float64 tensor, any strides, on its
+// device; read and written through the backend, so gradcheck runs on every device.
 double* element(const Tensor& t, int64_t flat) {
   int64_t off = 0;
   for (int d = t.dim() - 1; d >= 0; --d) {
     off += (flat % t.shape()[d]) * t.strides()[d];
     flat /= t.shape()[d];
   }
-  return t.data<double>() + off;
+  return static_cast<double*>(t.data_ptr()) + off;
 }
+double read_element(const Tensor& t, const double* p) {
+  double v = 0;
+  t.storage()->backend().copy_to_host(&v, p, sizeof v);
+  return v;
+}
+void write_element(const Tensor& t, double* p, double v) { t.storage()->backend().copy_from_host(p, &v, sizeof v); }
 
 // True when two different indices of t address the same element: sorted by stride, each dim's
 // stride must exceed the span of the dims inside it.
@@ -52,8 +59,6 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
     if (!x.requires_grad()) continue;
     any = true;
     TG_CHECK(x.dtype() == kFloat64, "gradcheck: input {} is {}; finite differences need float64", k, x.dtype());
-    TG_CHECK(x.device().type == DeviceType::CPU, "gradcheck: input {} is on {}; gradcheck runs on the CPU", k,
-             x.device());
     TG_CHECK(x.is_leaf(), "gradcheck: input {} must be a leaf (create it with requires_grad, or detach())", k);
     TG_CHECK(!self_overlapping(x),
              "gradcheck: input {} (shape {}, strides {}) has overlapping memory; expand it inside fn instead", k,
@@ -76,7 +81,7 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
     if (!out.requires_grad()) break;  // no dependence on any input: all zeros
     std::vector<double> onehot(static_cast<size_t>(m), 0.0);
     onehot[j] = 1.0;
-    out.backward(tensor(onehot, out.shape(), kFloat64), /*retain_graph=*/j + 1 < m);
+    out.backward(tensor(onehot, out.shape(), Options(kFloat64).device(out.device())), /*retain_graph=*/j + 1 < m);
     for (size_t k = 0; k < inputs.size(); ++k) {
       const Tensor& x = inputs[k];
       if (!x.requires_grad()) continue;
@@ -93,12 +98,12 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
     if (!x.requires_grad()) continue;
     for (int64_t i = 0; i < x.numel(); ++i) {
       double* p = element(x, i);
-      const double orig = *p;
-      *p = orig + eps;
+      const double orig = read_element(x, p);
+      write_element(x, p, orig + eps);
       const std::vector<double> plus = evaluate(fn, inputs);
-      *p = orig - eps;
+      write_element(x, p, orig - eps);
       const std::vector<double> minus = evaluate(fn, inputs);
-      *p = orig;
+      write_element(x, p, orig);
       for (int64_t j = 0; j < m; ++j) {
         const double num = (plus[j] - minus[j]) / (2 * eps);
         const double ana = out.requires_grad() ? analytic[k][j][i] : 0.0;

@@ -192,7 +192,9 @@ Tensor& Tensor::fill_(double value) {
 Tensor& Tensor::copy_(const Tensor& src) {
   check_inplace("copy_", *this);
   TG_CHECK(src.defined(), "copy_: the source tensor is undefined");
-  auto s = inplace_operand("copy_", *this, src);
+  // From another device: transfer first (e.g. loading a CPU state dict into a model on the GPU).
+  const Tensor here = src.device() == device() ? src : src.detach().to(device());
+  auto s = inplace_operand("copy_", *this, here);
   detail::backend_of(*this).copy(kview(*this), s);
   storage()->bump_version();
   return *this;

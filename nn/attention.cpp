@@ -17,14 +17,15 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (mask.defined()) {
     TG_CHECK(mask.dtype() == kBool, "scaled_dot_product_attention: mask must be bool (true = attend), got {}",
              mask.dtype());
-    Tensor neg_inf = scalar_tensor(-std::numeric_limits<double>::infinity(), scores.dtype());
+    const Tensor neg_inf =
+        scalar_tensor(-std::numeric_limits<double>::infinity(), Options(scores.dtype()).device(scores.device()));
     scores = where(mask, scores, neg_inf);  // −∞ where the key is hidden
   }
   return matmul(softmax(scores, -1), v);  // [..., Tq, Tk] @ [..., Tk, Dv] → [..., Tq, Dv]
 }
 
-Tensor causal_mask(int64_t t) {
-  Tensor i = arange(static_cast<double>(t));
+Tensor causal_mask(int64_t t, Device device) {
+  const Tensor i = arange(0.0, static_cast<double>(t), 1.0, Options(kInt64).device(device));
   return ge(i.unsqueeze(1), i.unsqueeze(0));  // [T, T]: query row ≥ key column
 }
 
@@ -56,7 +57,9 @@ Tensor CausalSelfAttention::attend(const Tensor& x, const Tensor& positions, boo
   TG_CHECK(x.dim() == 3 && x.size(2) == d_model, "CausalSelfAttention: input must be [B, T, {}], got {}", d_model,
            x.shape());
   const int64_t B = x.size(0), T = x.size(1), H = n_heads, Hkv = n_kv_heads, G = H / Hkv, D = head_dim;
-  Tensor pos = positions.defined() ? positions : arange(static_cast<double>(T));
+  const Tensor pos = positions.defined() ? positions
+                     : rope            ? rope->positions(0, T)
+                                       : arange(0.0, static_cast<double>(T), 1.0, Options(kInt64).device(x.device()));
   TG_CHECK(pos.dim() == 1 && pos.size(0) == T, "CausalSelfAttention: positions must be [T] = [{}], got {}", T,
            pos.shape());
   // [B, T, H·D] → [B, T, H, D] → [B, H, T, D]: views; the fused ops keep the [B, T, H, D] memory order
@@ -72,7 +75,8 @@ Tensor CausalSelfAttention::attend(const Tensor& x, const Tensor& positions, boo
     y = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)));  // [B, H, T, D], stored [B, T, H, D]
   } else {
     // GQA: query head h = kv·G + g reads kv head kv = h / G: [B, Hkv, G, T, D] against [B, Hkv, 1, T, D]
-    y = scaled_dot_product_attention(q.reshape({B, Hkv, G, T, D}), k.unsqueeze(2), v.unsqueeze(2), causal_mask(T));
+    y = scaled_dot_product_attention(q.reshape({B, Hkv, G, T, D}), k.unsqueeze(2), v.unsqueeze(2),
+                                      causal_mask(T, x.device()));
     y = y.reshape({B, H, T, D});
   }
   y = y.transpose(1, 2).reshape({B, T, H * D});  // heads back side by side (a view on the fused path)
@@ -87,7 +91,9 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache::Layer& cach
   TG_CHECK(cache.k.size(0) == B && cache.k.size(1) == Hkv && cache.k.size(3) == D && L <= cache.k.size(2),
            "CausalSelfAttention: the KV cache {} does not fit batch {}, {} kv heads of dim {} at positions {}..{}",
            cache.k.shape(), B, Hkv, D, start, L - 1);
-  const Tensor pos = arange(static_cast<double>(start), static_cast<double>(L));
+  const Tensor pos = rope ? rope->positions(start, T)
+                          : arange(static_cast<double>(start), static_cast<double>(L), 1.0,
+                                   Options(kInt64).device(x.device()));
   Tensor q = q_proj->forward(x).view({B, T, H, D}).transpose(1, 2);    // [B, H, T, D]
   Tensor k = k_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);  // [B, Hkv, T, D]
   Tensor v = v_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);
@@ -107,8 +113,9 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache::Layer& cach
     const Tensor keys = cache.k.narrow(2, 0, L).unsqueeze(2), values = cache.v.narrow(2, 0, L).unsqueeze(2);
     Tensor mask;
     if (T > 1) {
-      const Tensor qpos = arange(static_cast<double>(start), static_cast<double>(L)).unsqueeze(1);  // [T, 1]
-      mask = ge(qpos, arange(static_cast<double>(L)).unsqueeze(0));                                  // [T, L]
+      const Options on_device = Options(kInt64).device(x.device());
+      const Tensor qpos = arange(static_cast<double>(start), static_cast<double>(L), 1.0, on_device).unsqueeze(1);
+      mask = ge(qpos, arange(0.0, static_cast<double>(L), 1.0, on_device).unsqueeze(0));  // [T, 1] ≥ [1, L] → [T, L]
     }
     y = scaled_dot_product_attention(q.reshape({B, Hkv, G, T, D}), keys, values, mask).reshape({B, H, T, D});
   }

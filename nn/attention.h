@@ -22,7 +22,7 @@ namespace tapegrad::nn {
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask = Tensor());
 
 // [T, T] bool, true where key position ≤ query position.
-Tensor causal_mask(int64_t t);
+Tensor causal_mask(int64_t t, Device device = Device::cpu());
 
 class CausalSelfAttention : public Module {
  public:

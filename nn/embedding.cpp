@@ -11,9 +11,12 @@ Embedding::Embedding(int64_t v, int64_t c, DType dtype, Generator* gen) : num_em
 Tensor Embedding::forward(const Tensor& ids) const {
   TG_CHECK(ids.defined() && (ids.dtype() == kInt64 || ids.dtype() == kInt32),
            "Embedding: token ids must be int64 or int32");
-  for (int64_t id : ids.to_vector<int64_t>())
-    TG_CHECK(id >= 0 && id < num_embeddings, "Embedding: token id {} is out of range [0, {}) (ids {})", id,
-             num_embeddings, ids.shape());
+  // On the CPU a bad id is an error now, naming the module; on a GPU the index_select kernel reports
+  // it at the next synchronisation (reading the ids here would synchronise every forward).
+  if (ids.device().type == DeviceType::CPU)
+    for (int64_t id : ids.to_vector<int64_t>())
+      TG_CHECK(id >= 0 && id < num_embeddings, "Embedding: token id {} is out of range [0, {}) (ids {})", id,
+               num_embeddings, ids.shape());
   return embedding(weight, ids);  // [...] → [..., C]
 }
 

@@ -43,14 +43,14 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& kv, const 
   if (pad.defined()) {
     const DType dt = query.dtype();
     Tensor allowed = pad.to(dt).view({B, 1, 1, Tk});                            // 1 = real key
-    if (causal) allowed = allowed * causal_mask(Tq).to(dt);                     // [B, 1, Tq, Tk], AND
+    if (causal) allowed = allowed * causal_mask(Tq, query.device()).to(dt);     // [B, 1, Tq, Tk], AND
     row_alive = gt(sum(allowed, {-1}, /*keepdim=*/true), 0.5).to(dt);          // [B, 1, Tq|1, 1]
     // A dead row attends to every key (finite softmax, no NaN); its result is multiplied by 0 below.
     mask = gt(allowed + (1.0 - row_alive), 0.5);
     if (row_alive.to_vector<double>() == std::vector<double>(static_cast<size_t>(row_alive.numel()), 1.0))
       row_alive = Tensor();  // every row has a key: no zeroing needed
   } else if (causal) {
-    mask = causal_mask(Tq);  // [Tq, Tk], broadcast over B and H
+    mask = causal_mask(Tq, query.device());  // [Tq, Tk], broadcast over B and H
   }
 
   // [B, T, C] → [B, T, H, D] → [B, H, T, D]

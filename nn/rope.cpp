@@ -21,11 +21,19 @@ RotaryEmbedding::RotaryEmbedding(double th, int64_t d, int64_t max_len, DType dt
     }
   cos_table = register_buffer("cos", tensor(c, {max_len, half}, dtype), /*persistent=*/false);
   sin_table = register_buffer("sin", tensor(s, {max_len, half}, dtype), /*persistent=*/false);
+  position_ids = register_buffer("position_ids", arange(static_cast<double>(max_len)), /*persistent=*/false);
+}
+
+Tensor RotaryEmbedding::positions(int64_t start, int64_t count) const {
+  TG_CHECK(start >= 0 && count >= 0 && start + count <= max_seq_len,
+           "RotaryEmbedding: positions {}..{} are outside the table [0, {}) (sequence too long?)", start,
+           start + count - 1, max_seq_len);
+  return position_ids.narrow(0, start, count);
 }
 
 Tensor RotaryEmbedding::forward(const Tensor& x) const {
   TG_CHECK(x.dim() >= 2, "RotaryEmbedding: input must be [..., T, D], got {}", x.shape());
-  return forward(x, arange(static_cast<double>(x.size(-2))));
+  return forward(x, positions(0, x.size(-2)));
 }
 
 Tensor RotaryEmbedding::forward(const Tensor& x, const Tensor& positions) const {

@@ -22,10 +22,14 @@ class RotaryEmbedding : public Module {
   Tensor operator()(const Tensor& x, const Tensor& positions) const { return forward(x, positions); }
   // The same rotation as a composition of autograd ops: forward's reference.
   Tensor forward_reference(const Tensor& x, const Tensor& positions) const;
+  // Positions start .. start+count−1 as int64 [count]: a view of a buffer on the module's device
+  // (no host-to-device copy per forward). An error past max_seq_len.
+  Tensor positions(int64_t start, int64_t count) const;
 
   double theta;
   int64_t head_dim, max_seq_len;
   Tensor cos_table, sin_table;  // [max_seq_len, D/2]
+  Tensor position_ids;          // int64 [max_seq_len]: 0, 1, 2, …
 };
 
 }  // namespace tapegrad::nn

@@ -33,6 +33,9 @@ TransformerLM::TransformerLM(const TransformerLMConfig& c, Generator* gen) : con
   ln_final = register_module("ln_final", std::make_shared<RMSNorm>(config.d_model, config.eps, dt));
   if (!config.tie_embeddings)
     lm_head = register_module("lm_head", std::make_shared<Linear>(config.d_model, config.vocab_size, false, dt, gen));
+  // Shared by every layer. Its buffers are not persistent (no saved state); registered so that
+  // to(device) moves its tables and positions with the parameters.
+  register_module("rope", rope);
 }
 
 Tensor TransformerLM::forward(const Tensor& ids, std::vector<Tensor>* hidden) const {
@@ -41,7 +44,7 @@ Tensor TransformerLM::forward(const Tensor& ids, std::vector<Tensor>* hidden) co
   TG_CHECK(T >= 1 && T <= config.context_length, "TransformerLM: sequence length {} is outside [1, context_length = {}]",
            T, config.context_length);
   Tensor x = token_embeddings->forward(ids);  // [B, T, C]
-  Tensor positions = arange(static_cast<double>(T));
+  const Tensor positions = rope->positions(0, T);  // on the model's device
   for (const auto& block : blocks) {
     x = block->forward(x, positions);  // [B, T, C]
     if (hidden) hidden->push_back(x);

@@ -9,9 +9,45 @@
 
 namespace tapegrad::optim {
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+namespace {
+void check_max_norm(double max_norm) {
   TG_CHECK(std::isfinite(max_norm) && max_norm >= 0.0, "clip_grad_norm: max_norm must be finite and >= 0, but is {}",
            max_norm);
+}
+bool all_grads_on_cpu(const std::vector<Tensor>& params) {
+  for (const Tensor& p : params)
+    if (p.defined() && p.grad().defined() && p.grad().device().type != DeviceType::CPU) return false;
+  return true;
+}
+}  // namespace
+
+Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, double max_norm) {
+  check_max_norm(max_norm);
+  NoGradGuard no_grad;
+  Tensor sum_sq;  // Σ g², a 0-d float64 tensor on the gradients' device
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params) {
+    TG_CHECK(p.defined(), "clip_grad_norm: parameter {} is an undefined tensor", grads.size());
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const Tensor s = (g * g).sum().to(kFloat64);  // rounded to g's dtype first, as the CPU path does
+    sum_sq = sum_sq.defined() ? sum_sq + s : s;
+    grads.push_back(g);
+  }
+  if (!sum_sq.defined()) return Tensor();
+  const Tensor norm = sqrt(sum_sq);  // n = √(Σ g²)
+  // scale = max_norm/(n + 1e-6) where n > max_norm, else exactly 1 (the gradients unchanged)
+  const Tensor scale = where(gt(norm, max_norm), max_norm / (norm + 1e-6), ones_like(norm));
+  for (Tensor& g : grads) g.mul_(scale.to(g.dtype()));
+  return norm;
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  if (!all_grads_on_cpu(params)) {
+    const Tensor n = clip_grad_norm_tensor(params, max_norm);
+    return n.defined() ? n.item<double>() : 0.0;
+  }
+  check_max_norm(max_norm);
   NoGradGuard no_grad;
   double sum_sq = 0.0;  // Σ g² over all gradients, accumulated in double
   std::vector<Tensor> grads;

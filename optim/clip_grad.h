@@ -11,6 +11,12 @@
 
 namespace tapegrad::optim {
 
+// On the CPU the sums are read as they are computed; on a GPU the whole computation (sums, norm,
+// the decision to clip, the scaling) stays on the device and reading n is the one synchronisation.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+// The same without reading anything back: returns n as a 0-d float64 tensor on the gradients'
+// device (undefined when no parameter has a gradient). No host synchronisation on a GPU.
+Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace tapegrad::optim

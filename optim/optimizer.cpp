@@ -143,7 +143,10 @@ void Optimizer::load_state(const StateList& state) {
     TG_CHECK(known, "{}: load_state: unknown state buffer '{}' in '{}'", name_, buffer, key);
     TG_CHECK(value.defined(), "{}: load_state: '{}' is an undefined tensor", name_, key);
     TG_CHECK(!fresh[i].contains(buffer), "{}: load_state: '{}' given twice", name_, key);
-    fresh[i][buffer] = value.detach().clone();
+    // Buffers shaped like the parameter (moments) live on its device; the rest (step counters) on
+    // the host, where reading them costs no device synchronisation.
+    const Device home = value.shape() == ps[i].shape() ? ps[i].device() : Device::cpu();
+    fresh[i][buffer] = value.device() == home ? value.detach().clone() : value.detach().to(home);
   }
   // The kind-specific layout (shapes, dtypes, which buffers go together) is checked by the subclass.
   for (size_t i = 0; i < fresh.size(); ++i) validate_state(i, ps[i], fresh[i]);

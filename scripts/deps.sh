@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libopenblas-openmp-dev catch2 libfmt-dev libboost-program-options-dev
-  libpcre2-dev nlohmann-json3-dev python3 python3-venv)
+  libpcre2-dev nlohmann-json3-dev python3 python3-venv libtbb-dev)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch python3-numpy libtorch-dev)
 fi

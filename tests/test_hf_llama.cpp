@@ -256,7 +256,7 @@ TEST_CASE("hf llama: exported q/k rows give the same attention scores with HF ro
   }
 }
 
-TEST_CASE("hf llama: BF16 tensors are widened exactly; rotary_emb.inv_freq is ignored", "[hf]") {
+TEST_CASE("hf llama: BF16 tensors are widened exactly, rotary_emb.inv_freq is ignored", "[hf]") {
   nn::TransformerLM model(small_config(2, false));
   randomize(model, 3);
   const std::string dir = temp_dir("bf16");

@@ -106,7 +106,7 @@ TEST_CASE("SamplerOptions::validate names the option and the value", "[sampling]
   CHECK_THROWS_AS(Sampler(make_options(1.0, -1), 0), Error);  // the constructor validates
 }
 
-TEST_CASE("Sampler rejects empty rows, NaN, +inf and all -inf; a -inf token is never drawn", "[sampling]") {
+TEST_CASE("Sampler rejects empty rows, NaN, +inf and all -inf, a -inf token is never drawn", "[sampling]") {
   for (const auto& o : {make_options(1.0), make_options(0.0), make_options(1.0, 2, 0.5)}) {
     Sampler s(o, 1);
     CHECK_THROWS_WITH(s.sample(std::span<const double>()), Contains("empty"));
@@ -147,7 +147,7 @@ TEST_CASE("greedy picks the argmax, the lowest id among ties, and uses no random
   CHECK(s.sample(std::vector<float>{7.f}) == 0);
 }
 
-TEST_CASE("temperature 1e-6 gives the greedy token; temperature reshapes the softmax", "[sampling]") {
+TEST_CASE("temperature 1e-6 gives the greedy token, temperature reshapes the softmax", "[sampling]") {
   Sampler greedy(make_options(0.0), 1), cold(make_options(1e-6), 2);
   for (uint64_t row = 0; row < 200; ++row) {
     const auto z = random_logits(1 + row % 97, 100 + row);  // normal logits: no ties
@@ -308,7 +308,7 @@ TEST_CASE("the draw is the inverse CDF of one uniform() over the kept tokens in 
   }
 }
 
-TEST_CASE("same seed gives the same ids; another seed other ids; state round-trips", "[sampling]") {
+TEST_CASE("same seed gives the same ids, another seed other ids, state round-trips", "[sampling]") {
   const auto z = random_logits(500, 3, 1.0);
   for (const auto& o : {make_options(1.0), make_options(0.8, 50), make_options(1.0, 0, 0.95), make_options(1.2, 100, 0.9)}) {
     Sampler a(o, 1234), b(o, 1234), c(o, 1235);

@@ -1,5 +1,6 @@
 // elementwise.cpp — CPU elementwise kernels: fill, strided copy with dtype cast, unary ops and
-// their fused backward, binary ops and comparisons, where.
+// their fused backward, binary ops and comparisons, where. The math of each unary and binary op
+// lives in unary_functors.h / binary_functors.h (shared with the CUDA kernels).
 //
 // Every kernel is one NdLoop over the output shape, split across threads by linear range.
 // When an inner run is contiguous in every operand the loop is a plain indexed loop that the
@@ -10,6 +11,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/nd_loop.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/binary_functors.h"
 #include "kernels/unary_functors.h"
 
 namespace tapegrad::kernels::cpu {
@@ -123,18 +125,10 @@ void CpuBackend::binary(BinaryOp op, const TensorView& out, const TensorView& a,
     if constexpr (std::is_same_v<T, bool>) {
       throw Error(fmt::format("{}: dtype bool is not supported", binary_op_name(op)));
     } else {
-      switch (op) {
-        case BinaryOp::Add: return elementwise<T, T, T>(out.shape, {&out, &a, &b}, [](T x, T y) { return T(x + y); });
-        case BinaryOp::Sub: return elementwise<T, T, T>(out.shape, {&out, &a, &b}, [](T x, T y) { return T(x - y); });
-        case BinaryOp::Mul: return elementwise<T, T, T>(out.shape, {&out, &a, &b}, [](T x, T y) { return T(x * y); });
-        case BinaryOp::Div: return elementwise<T, T, T>(out.shape, {&out, &a, &b}, [](T x, T y) { return T(x / y); });
-        case BinaryOp::Eq: return elementwise<bool, T, T>(out.shape, {&out, &a, &b}, [](T x, T y) { return x == y; });
-        case BinaryOp::Ne: return elementwise<bool, T, T>(out.shape, {&out, &a, &b}, [](T x, T y) { return x != y; });
-        case BinaryOp::Lt: return elementwise<bool, T, T>(out.shape, {&out, &a, &b}, [](T x, T y) { return x < y; });
-        case BinaryOp::Le: return elementwise<bool, T, T>(out.shape, {&out, &a, &b}, [](T x, T y) { return x <= y; });
-        case BinaryOp::Gt: return elementwise<bool, T, T>(out.shape, {&out, &a, &b}, [](T x, T y) { return x > y; });
-        case BinaryOp::Ge: return elementwise<bool, T, T>(out.shape, {&out, &a, &b}, [](T x, T y) { return x >= y; });
-      }
+      fn::visit_binary(op, [&](auto f) {
+        using F = decltype(f);
+        elementwise<fn::binary_result_t<F, T>, T, T>(out.shape, {&out, &a, &b}, [](T x, T y) { return F::f(x, y); });
+      });
     }
   });
 }

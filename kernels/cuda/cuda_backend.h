@@ -96,4 +96,17 @@ void empty_cache();
 // Host synchronisations performed so far (device→host copies, synchronize()).
 uint64_t sync_count();
 
+// ---- matmul settings (kernels/cuda/matmul.cu) ----
+// TF32 tensor cores for float32 matmuls (cuBLAS CUBLAS_TF32_TENSOR_OP_MATH): about 10 significant
+// bits per product instead of 24, so off by default (results then match the CPU to ~1e-6); the
+// benchmarks turn it on, as PyTorch's allow_tf32 does. No effect on float64 or on the SIMT kernel.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+// Which matmul runs: cuBLAS (the default under nvcc) or our own tiled SIMT kernel (the only one in
+// the emulated build; set_matmul_impl(Cublas) throws there). The first value comes from the
+// environment variable TAPEGRAD_CUDA_MATMUL=cublas|simt, read once.
+enum class MatmulImpl { Cublas, Simt };
+void set_matmul_impl(MatmulImpl impl);
+MatmulImpl matmul_impl();
+
 }  // namespace tapegrad::kernels::cuda

@@ -1,11 +1,105 @@
-// fused_adamw.cu — PLACEHOLDER (being written): each function throws until its kernel lands.
+// fused_adamw.cu — CUDA AdamW update of one parameter in one pass over (θ, g, m, v), in
+// torch.optim.AdamW's order, exactly as the CPU kernel (kernels/cpu/fused_adamw.cpp):
+//   θ ← θ·(1 − lr·λ)
+//   m ← β1·m + (1 − β1)·g
+//   v ← β2·v + (1 − β2)·g²
+//   θ ← θ − lr/(1 − β1^t) · m / (√v / √(1 − β2^t) + ε)
+// Every product and sum is rounded on its own (no FMA contraction: kernels/CMakeLists.txt compiles
+// this file with --fmad=false under nvcc and -ffp-contract=off in the emulated build), and √ and ÷
+// are IEEE correctly rounded in both, so the result is bit-identical to the CPU's.
+// Elementwise: one thread per element, grid-stride loop, 256-thread blocks; all four tensors
+// contiguous (the usual case) index directly, otherwise through an Indexer<4>.
+#include <cmath>
+
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/indexer.h"
 #include "kernels/cuda/runtime.h"
 
 namespace tapegrad::kernels::cuda {
+namespace {
 
-void CudaBackend::adamw_update(const TensorView& param, const TensorView& grad, const TensorView& exp_avg, const TensorView& exp_avg_sq, const AdamWStep& step) {
-  throw Error("cuda: adamw_update is not written yet");
+constexpr int kThreads = 256;
+
+// The step's scalars in the parameter's dtype, rounded once on the host as the CPU does.
+template <class T>
+struct AdamWScalars {
+  T keep;        // 1 − lr·λ (exactly 1 without weight decay)
+  T beta1, beta2, one_minus_beta1, one_minus_beta2;
+  T step_size;   // lr / bc1
+  T sqrt_bc2;    // √bc2
+  T eps;
+};
+
+__device__ inline float device_sqrt(float x) { return sqrtf(x); }
+__device__ inline double device_sqrt(double x) { return sqrt(x); }
+
+template <class T>
+__device__ inline void adamw_element(const AdamWScalars<T>& s, T& p, T g, T& m, T& v) {
+  m = m * s.beta1 + s.one_minus_beta1 * g;
+  v = v * s.beta2 + s.one_minus_beta2 * (g * g);
+  p = p * s.keep - s.step_size * (m / (device_sqrt(v) / s.sqrt_bc2 + s.eps));  // as torch: (√v / √bc2) + ε
+}
+
+template <class T>
+__global__ void adamw_contiguous_kernel(T* TG_RESTRICT param, const T* TG_RESTRICT grad, T* TG_RESTRICT exp_avg,
+                                        T* TG_RESTRICT exp_avg_sq, AdamWScalars<T> s, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    adamw_element(s, param[i], grad[i], exp_avg[i], exp_avg_sq[i]);
+}
+
+template <class T>
+__global__ void adamw_strided_kernel(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, AdamWScalars<T> s,
+                                     Indexer<4> ix, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    int64_t off[4];
+    ix.offsets(i, off);
+    adamw_element(s, param[off[0]], grad[off[1]], exp_avg[off[2]], exp_avg_sq[off[3]]);
+  }
+}
+
+template <class T>
+void adamw_typed(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
+                 const TensorView& exp_avg_sq, const AdamWStep& st) {
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  AdamWScalars<T> s;
+  s.keep = st.lr * st.weight_decay != 0.0 ? T(1.0 - st.lr * st.weight_decay) : T(1);  // p·1 is exact
+  s.beta1 = T(st.beta1);
+  s.beta2 = T(st.beta2);
+  s.one_minus_beta1 = T(1.0 - st.beta1);
+  s.one_minus_beta2 = T(1.0 - st.beta2);
+  s.step_size = T(st.lr / st.bias_correction1);
+  s.sqrt_bc2 = T(std::sqrt(st.bias_correction2));
+  s.eps = T(st.eps);
+  T* p = static_cast<T*>(param.data);
+  const T* g = static_cast<const T*>(grad.data);
+  T* m = static_cast<T*>(exp_avg.data);
+  T* v = static_cast<T*>(exp_avg_sq.data);
+  const dim3 grid(blocks_for(n, kThreads)), block(kThreads);
+  if (param.is_contiguous() && grad.is_contiguous() && exp_avg.is_contiguous() && exp_avg_sq.is_contiguous()) {
+    launch(adamw_contiguous_kernel<T>, grid, block, 0, p, g, m, v, s, n);
+  } else {
+    const TensorView* const views[4] = {&param, &grad, &exp_avg, &exp_avg_sq};
+    launch(adamw_strided_kernel<T>, grid, block, 0, p, g, m, v, s, make_indexer<4>(param.shape, views), n);
+  }
+}
+
+}  // namespace
+
+void CudaBackend::adamw_update(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
+                               const TensorView& exp_avg_sq, const AdamWStep& step) {
+  for (const TensorView* t : {&grad, &exp_avg, &exp_avg_sq})
+    TG_CHECK(t->shape == param.shape && t->dtype == param.dtype,
+             "adamw_update: tensors must match the parameter {} {}, got {} {}", param.dtype, param.shape, t->dtype,
+             t->shape);
+  switch (param.dtype) {
+    case DType::Float32: return adamw_typed<float>(param, grad, exp_avg, exp_avg_sq, step);
+    case DType::Float64: return adamw_typed<double>(param, grad, exp_avg, exp_avg_sq, step);
+    default:
+      throw Error(fmt::format("adamw_update: dtype {} is not supported (float32 or float64 expected)", param.dtype));
+  }
 }
 
 }  // namespace tapegrad::kernels::cuda

@@ -1,15 +1,232 @@
-// fused_rmsnorm.cu — PLACEHOLDER (being written): each function throws until its kernel lands.
+// fused_rmsnorm.cu — CUDA fused RMSNorm over the rows of x [R, C] with weight w [C] (any strides;
+// unit column strides take the fast path).
+//
+// Forward, per row:  r = 1/sqrt(mean_j x_j² + eps)  (Σ x² in double),  y_j = x_j·r·w_j,  rstd = r.
+// Backward (g = dL/dy, gw = g⊙w):
+//   dx_k = r·gw_k − x_k·(r³·mean_j(gw_j·x_j)),   dw_j = Σ_rows g_j·x_j·r   (written, not accumulated)
+// Row kernels (forward, dx): one row group per row — a warp for rows of up to 256 elements (4 rows
+// per 128-thread block), else a block of up to 256 threads (row_group.h) — one group reduction
+// (Σ x² or Σ gw·x, in double), then an elementwise pass over the row (it is hot in L1/L2).
+// dw is a column reduction, done deterministically without atomics: kernel A, grid (column tiles,
+// row chunks), gives each thread one column and one chunk of rows, summed in double in row order
+// into partial [chunks, C]; kernel B sums the chunks of each column in order and writes dw (with a
+// single chunk, kernel A writes dw itself). The chunking depends only on the shape.
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/row_group.h"
 #include "kernels/cuda/runtime.h"
 
 namespace tapegrad::kernels::cuda {
+namespace {
 
-void CudaBackend::rms_norm(const TensorView& y, const TensorView& rstd, const TensorView& x, const TensorView& weight, double eps) {
-  throw Error("cuda: rms_norm is not written yet");
+constexpr int kShortRow = 256;         // rows up to this long get one warp each
+constexpr int kWarpRowThreads = 128;   // 4 short rows per block
+constexpr int kRowThreads = 256;       // threads of a block that owns one long row
+constexpr int kColumnThreads = 256;    // columns per block of the dw kernels
+constexpr int64_t kMinChunkRows = 16;  // rows per dw chunk, at least
+constexpr int64_t kTargetDwBlocks = 1024;
+
+// ---- forward ----
+
+// y [R, C], x [R, C], w [C], rstd [R] at their strides (column strides 1 when Contig).
+template <class T, bool WarpRows, bool Contig>
+__global__ void rms_norm_kernel(T* TG_RESTRICT y, int64_t ys0, int64_t ys1, T* TG_RESTRICT rstd, int64_t rs,
+                                const T* TG_RESTRICT x, int64_t xs0, int64_t xs1, const T* TG_RESTRICT w, int64_t ws,
+                                int64_t R, int64_t C, double eps) {
+  __shared__ double scratch[32];
+  const RowGroup<WarpRows> group{};
+  const int64_t oy = Contig ? 1 : ys1, ox = Contig ? 1 : xs1, ow = Contig ? 1 : ws;
+  for (int64_t base = group.first_row(); base < R; base += group.row_step()) {
+    const int64_t i = base + group.slot();
+    const bool active = i < R;  // every thread still joins the reduction
+    const T* xr = x + (active ? i : 0) * xs0;
+    double ss = 0;
+    if (active)
+      for (int64_t j = group.rank(); j < C; j += group.size()) ss += double(xr[j * ox]) * double(xr[j * ox]);
+    ss = group.sum(ss, scratch);
+    if (!active) continue;
+    const T r = T(1.0 / std::sqrt(ss / double(C) + eps));
+    T* yr = y + i * ys0;
+    for (int64_t j = group.rank(); j < C; j += group.size()) yr[j * oy] = xr[j * ox] * r * w[j * ow];
+    if (group.rank() == 0) rstd[i * rs] = r;
+  }
 }
 
-void CudaBackend::rms_norm_backward(const TensorView& grad_x, const TensorView& grad_weight, const TensorView& grad_y, const TensorView& x, const TensorView& weight, const TensorView& rstd) {
-  throw Error("cuda: rms_norm_backward is not written yet");
+// ---- backward: dx ----
+
+template <class T, bool WarpRows, bool Contig>
+__global__ void rms_norm_backward_x_kernel(T* TG_RESTRICT dx, int64_t ds0, int64_t ds1, const T* TG_RESTRICT g,
+                                           int64_t gs0, int64_t gs1, const T* TG_RESTRICT x, int64_t xs0, int64_t xs1,
+                                           const T* TG_RESTRICT w, int64_t ws, const T* TG_RESTRICT rstd, int64_t rs,
+                                           int64_t R, int64_t C) {
+  __shared__ double scratch[32];
+  const RowGroup<WarpRows> group{};
+  const int64_t od = Contig ? 1 : ds1, og = Contig ? 1 : gs1, ox = Contig ? 1 : xs1, ow = Contig ? 1 : ws;
+  for (int64_t base = group.first_row(); base < R; base += group.row_step()) {
+    const int64_t i = base + group.slot();
+    const bool active = i < R;
+    const int64_t row = active ? i : 0;
+    const T* xr = x + row * xs0;
+    const T* gr = g + row * gs0;
+    double dot = 0;  // Σ_j gw_j·x_j
+    if (active)
+      for (int64_t j = group.rank(); j < C; j += group.size())
+        dot += double(gr[j * og] * w[j * ow]) * double(xr[j * ox]);
+    dot = group.sum(dot, scratch);
+    if (!active) continue;
+    const T r = rstd[i * rs];
+    const double rd = double(r);
+    const T k = T(rd * rd * rd * dot / double(C));  // r³·mean(gw⊙x)
+    T* dr = dx + i * ds0;
+    for (int64_t j = group.rank(); j < C; j += group.size())
+      dr[j * od] = r * (gr[j * og] * w[j * ow]) - xr[j * ox] * k;
+  }
+}
+
+// ---- backward: dw ----
+
+// Block (column tile blockIdx.x, row chunk blockIdx.y): one column per thread, the chunk's rows in
+// order. With one chunk the sum is the result (written to dw), else it goes to partial [chunks, C].
+template <class T, bool Contig>
+__global__ void rms_norm_backward_w_kernel(T* TG_RESTRICT dw, int64_t dws, double* TG_RESTRICT partial,
+                                           const T* TG_RESTRICT g, int64_t gs0, int64_t gs1, const T* TG_RESTRICT x,
+                                           int64_t xs0, int64_t xs1, const T* TG_RESTRICT rstd, int64_t rs, int64_t R,
+                                           int64_t C, int64_t chunk_rows) {
+  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= C) return;
+  const int64_t og = Contig ? 1 : gs1, ox = Contig ? 1 : xs1;
+  const int64_t r0 = int64_t(blockIdx.y) * chunk_rows;
+  const int64_t r1 = r0 + chunk_rows < R ? r0 + chunk_rows : R;
+  double acc = 0;
+  for (int64_t i = r0; i < r1; ++i) acc += double(g[i * gs0 + j * og]) * double(x[i * xs0 + j * ox]) * double(rstd[i * rs]);
+  if (gridDim.y == 1)
+    dw[j * dws] = T(acc);
+  else
+    partial[int64_t(blockIdx.y) * C + j] = acc;
+}
+
+// dw_j = Σ_c partial[c, j] in chunk order (0 when there are no rows).
+template <class T>
+__global__ void rms_norm_sum_chunks_kernel(T* TG_RESTRICT dw, int64_t dws, const double* TG_RESTRICT partial,
+                                           int64_t chunks, int64_t C) {
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < C; j += int64_t(gridDim.x) * blockDim.x) {
+    double s = 0;
+    for (int64_t c = 0; c < chunks; ++c) s += partial[c * C + j];
+    dw[j * dws] = T(s);
+  }
+}
+
+// ---- host side ----
+
+void check_rms(const char* op, const TensorView& x, const TensorView& weight, const TensorView& rstd) {
+  TG_CHECK(x.ndim() == 2, "{}: x must be [R, C], got {}", op, x.shape);
+  TG_CHECK(weight.ndim() == 1 && weight.shape[0] == x.shape[1] && weight.dtype == x.dtype,
+           "{}: weight {} {} must be [C] = [{}] of x's dtype {}", op, weight.dtype, weight.shape, x.shape[1], x.dtype);
+  TG_CHECK(rstd.ndim() == 1 && rstd.shape[0] == x.shape[0] && rstd.dtype == x.dtype,
+           "{}: rstd {} {} must be [R] = [{}] of x's dtype", op, rstd.dtype, rstd.shape, x.shape[0]);
+}
+
+// Calls f(WarpRows, Contig) as std::integral_constants with the grid and block of the row kernels.
+template <class F>
+void launch_row_kernel(int64_t R, int64_t C, bool contig, F&& f) {
+  const bool short_rows = C <= kShortRow;
+  const unsigned warp_blocks = row_blocks(R, kWarpRowThreads / 32), block_blocks = row_blocks(R, 1);
+  const int block_threads = threads_for_row(C, kRowThreads);
+  if (short_rows) {
+    if (contig) f(std::true_type{}, std::true_type{}, warp_blocks, kWarpRowThreads);
+    else f(std::true_type{}, std::false_type{}, warp_blocks, kWarpRowThreads);
+  } else {
+    if (contig) f(std::false_type{}, std::true_type{}, block_blocks, block_threads);
+    else f(std::false_type{}, std::false_type{}, block_blocks, block_threads);
+  }
+}
+
+}  // namespace
+
+void CudaBackend::rms_norm(const TensorView& y, const TensorView& rstd, const TensorView& x, const TensorView& weight,
+                           double eps) {
+  const char* op = "rms_norm";
+  check_rms(op, x, weight, rstd);
+  TG_CHECK(y.shape == x.shape && y.dtype == x.dtype, "{}: y {} {} must match x {} {}", op, y.dtype, y.shape, x.dtype,
+           x.shape);
+  cpu::dispatch_floating(x.dtype, op, [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t R = x.shape[0], C = x.shape[1];
+    const bool contig = x.strides[1] == 1 && y.strides[1] == 1 && weight.strides[0] == 1;
+    launch_row_kernel(R, C, contig, [&](auto warp_rows, auto contiguous, unsigned blocks, int threads) {
+      constexpr bool W = decltype(warp_rows)::value, Ct = decltype(contiguous)::value;
+      launch(rms_norm_kernel<T, W, Ct>, dim3(blocks), dim3(threads), 0, static_cast<T*>(y.data), y.strides[0],
+             y.strides[1], static_cast<T*>(rstd.data), rstd.strides[0], static_cast<const T*>(x.data), x.strides[0],
+             x.strides[1], static_cast<const T*>(weight.data), weight.strides[0], R, C, eps);
+    });
+  });
+}
+
+void CudaBackend::rms_norm_backward(const TensorView& grad_x, const TensorView& grad_weight, const TensorView& grad_y,
+                                    const TensorView& x, const TensorView& weight, const TensorView& rstd) {
+  const char* op = "rms_norm backward";
+  check_rms(op, x, weight, rstd);
+  TG_CHECK(grad_y.shape == x.shape && grad_y.dtype == x.dtype, "{}: grad_y {} {} must match x {} {}", op,
+           grad_y.dtype, grad_y.shape, x.dtype, x.shape);
+  const bool want_x = grad_x.data != nullptr, want_w = grad_weight.data != nullptr;
+  if (want_x)
+    TG_CHECK(grad_x.shape == x.shape && grad_x.dtype == x.dtype, "{}: grad_x {} {} must match x {} {}", op,
+             grad_x.dtype, grad_x.shape, x.dtype, x.shape);
+  if (want_w)
+    TG_CHECK(grad_weight.shape == weight.shape && grad_weight.dtype == x.dtype,
+             "{}: grad_weight {} {} must match weight {} {}", op, grad_weight.dtype, grad_weight.shape, weight.dtype,
+             weight.shape);
+  cpu::dispatch_floating(x.dtype, op, [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t R = x.shape[0], C = x.shape[1];
+    const T* xp = static_cast<const T*>(x.data);
+    const T* gp = static_cast<const T*>(grad_y.data);
+    const T* rp = static_cast<const T*>(rstd.data);
+    if (want_x) {
+      const bool contig = x.strides[1] == 1 && grad_y.strides[1] == 1 && weight.strides[0] == 1 &&
+                          grad_x.strides[1] == 1;
+      launch_row_kernel(R, C, contig, [&](auto warp_rows, auto contiguous, unsigned blocks, int threads) {
+        constexpr bool W = decltype(warp_rows)::value, Ct = decltype(contiguous)::value;
+        launch(rms_norm_backward_x_kernel<T, W, Ct>, dim3(blocks), dim3(threads), 0, static_cast<T*>(grad_x.data),
+               grad_x.strides[0], grad_x.strides[1], gp, grad_y.strides[0], grad_y.strides[1], xp, x.strides[0],
+               x.strides[1], static_cast<const T*>(weight.data), weight.strides[0], rp, rstd.strides[0], R, C);
+      });
+    }
+    if (want_w && C > 0) {
+      T* dw = static_cast<T*>(grad_weight.data);
+      const int64_t dws = grad_weight.strides[0];
+      const int threads = threads_for_row(C, kColumnThreads);
+      const int64_t column_blocks = (C + threads - 1) / threads;
+      // Row chunks: enough blocks to fill the GPU, at least kMinChunkRows rows each; from the shape only.
+      int64_t chunks = kTargetDwBlocks / column_blocks;
+      const int64_t max_chunks = (R + kMinChunkRows - 1) / kMinChunkRows;
+      chunks = chunks < 1 ? 1 : (chunks > max_chunks ? max_chunks : chunks);
+      if (R == 0) {  // no rows: dw = 0
+        launch(rms_norm_sum_chunks_kernel<T>, dim3(blocks_for(C, threads)), dim3(threads), 0, dw, dws,
+               static_cast<const double*>(nullptr), int64_t{0}, C);
+        return;
+      }
+      const int64_t chunk_rows = (R + chunks - 1) / chunks;
+      chunks = (R + chunk_rows - 1) / chunk_rows;  // no empty chunk at the end
+      ScratchBuffer partial(*this, chunks > 1 ? static_cast<size_t>(chunks * C) * sizeof(double) : 0);
+      const bool contig = x.strides[1] == 1 && grad_y.strides[1] == 1;
+      const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(chunks));
+      if (contig)
+        launch(rms_norm_backward_w_kernel<T, true>, grid, dim3(threads), 0, dw, dws, partial.as<double>(), gp,
+               grad_y.strides[0], grad_y.strides[1], xp, x.strides[0], x.strides[1], rp, rstd.strides[0], R, C,
+               chunk_rows);
+      else
+        launch(rms_norm_backward_w_kernel<T, false>, grid, dim3(threads), 0, dw, dws, partial.as<double>(), gp,
+               grad_y.strides[0], grad_y.strides[1], xp, x.strides[0], x.strides[1], rp, rstd.strides[0], R, C,
+               chunk_rows);
+      if (chunks > 1)
+        launch(rms_norm_sum_chunks_kernel<T>, dim3(blocks_for(C, threads)), dim3(threads), 0, dw, dws,
+               static_cast<const double*>(partial.as<double>()), chunks, C);
+    }
+  });
 }
 
 }  // namespace tapegrad::kernels::cuda

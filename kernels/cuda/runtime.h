@@ -20,6 +20,13 @@
 
 #if defined(TAPEGRAD_CUDA_EMULATED)
 #include <hip/hip_runtime.h>
+// Under GCC, HIP-CPU declares kernels __attribute__((flatten, simd)); the simd clones are never
+// used (a kernel is called once per fiber) and GCC warns "unsupported argument type ... for simd"
+// for every kernel taking a struct (an Indexer) by value, a warning no flag turns off. So: flatten only.
+#if defined(__GNUC__) && !defined(__clang__)
+#undef __global__
+#define __global__ __attribute__((flatten))
+#endif
 #else
 #include <cuda_runtime.h>
 #endif
