@@ -18,13 +18,14 @@ EvalResult evaluate(const nn::TransformerLM& model, const data::TokenSource& dat
   TG_CHECK(data.size() >= uint64_t(context) + 1,
            "evaluate: the data holds {} tokens, fewer than one window of context {} + 1", data.size(), context);
   NoGradGuard no_grad;
+  const Device device = model.token_embeddings->weight.device();  // batches go where the model is
   const data::SequentialBatches batches(data, batch_size, context);
   double total = 0;  // Σ over tokens of −log p, accumulated in double
   uint64_t tokens = 0;
   for (uint64_t i = 0; i < batches.num_batches(); ++i) {
     const data::Batch b = batches[i];
     const auto n = uint64_t(b.targets.numel());
-    total += nn::cross_entropy(model.forward(b.inputs), b.targets).item<double>() * double(n);
+    total += nn::cross_entropy(model.forward(b.inputs.to(device)), b.targets.to(device)).item<double>() * double(n);
     tokens += n;
   }
   EvalResult r;

@@ -61,7 +61,8 @@ std::map<std::string, std::string> TrainOptions::to_map() const {
           {"seed", exact(seed)},               {"out_dir", out_dir},
           {"eval_every", exact(eval_every)},   {"eval_batch_size", exact(eval_batch_size)},
           {"checkpoint_every", exact(checkpoint_every)}, {"keep_last", exact(keep_last)},
-          {"log_every", exact(log_every)},     {"detect_anomaly", detect_anomaly ? "true" : "false"}};
+          {"log_every", exact(log_every)},     {"detect_anomaly", detect_anomaly ? "true" : "false"},
+          {"device", device.str()}};
 }
 
 void TrainOptions::validate() const {
@@ -112,6 +113,7 @@ Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, da
   }
   Generator init_gen(options_.seed);
   model_ = std::make_unique<nn::TransformerLM>(config, &init_gen);
+  model_->to(options_.device);  // initialised on the host (the same numbers on every device), then moved
   optimizer_ = std::make_unique<optim::AdamW>(param_groups(*model_), optim::AdamWOptions(options_.lr)
                                                                            .betas(options_.beta1, options_.beta2)
                                                                            .eps(options_.eps)
@@ -166,7 +168,8 @@ StepStats Trainer::train_step() {
   try {
     for (int64_t micro = 0; micro < options_.grad_accum && bad_loss.empty(); ++micro) {
       const data::Batch b = data::get_batch(train_, options_.batch_size, c.context_length, data_gen_);
-      Tensor loss = nn::cross_entropy(model_->forward(b.inputs), b.targets);
+      const Device d = options_.device;  // the batch is drawn on the host, then copied
+      Tensor loss = nn::cross_entropy(model_->forward(b.inputs.to(d)), b.targets.to(d));
       const double value = loss.item<double>();
       loss_sum += value;
       if (!std::isfinite(value))

@@ -51,6 +51,7 @@ struct TrainOptions {
   int keep_last = 3;                // step checkpoints kept (best.safetensors is separate)
   int64_t log_every = 1;            // a metrics.jsonl line every N steps (and at the last)
   bool detect_anomaly = false;      // name the tape entry that first produced a non-finite value
+  Device device = Device::cpu();    // where the model, its optimizer state and the batches live
   // Stored in config.json and in every checkpoint (as run.<key>): data paths, the tokenizer's
   // fingerprint ("tokenizer_fingerprint"), whatever the caller wants a checkpoint to remember.
   std::map<std::string, std::string> run_info;

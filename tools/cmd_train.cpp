@@ -14,6 +14,7 @@
 #include "data/token_file.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
+#include "kernels/backend.h"
 #include "lm/evaluate.h"
 #include "lm/model_presets.h"
 #include "lm/run_dir.h"
@@ -71,6 +72,7 @@ void add_options(po::options_description& opts) {
       ("grad-clip", po::value<double>()->default_value(1.0, "1.0"), "clip the global gradient norm to this (0: off)")
       ("seed", po::value<uint64_t>()->default_value(1337), "initialisation and data-order seed")
       ("threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)")
+      ("device", po::value<std::string>()->default_value("cpu"), "where to train: cpu, or cuda (cuda:0) in a build with the CUDA backend")
       // run
       ("out", po::value<std::string>(), "run directory: config.json, metrics.jsonl, loss.svg, checkpoints/")
       ("eval-every", po::value<int64_t>()->default_value(0), "evaluate on all validation data every N steps (0: at the end)")
@@ -114,6 +116,18 @@ nn::TransformerLMConfig model_config(const po::variables_map& vm, int64_t data_v
            c.n_heads);
   TG_CHECK(c.context_length > 0 && c.n_layers >= 1, "--context and --layers must be positive");
   return c;
+}
+
+// --device: "cpu", "cuda", "cuda:N"; refused at once (naming the flag) when this build or machine
+// has no such device.
+Device parse_device_flag(const std::string& s) {
+  try {
+    const Device d = parse_device(s);
+    (void)kernels::backend(d);
+    return d;
+  } catch (const Error& e) {
+    throw Error(fmt::format("--device {}: {}", s, e.what()));
+  }
 }
 
 // Reconstructs the command line with --resume, for the "how to continue" line.
@@ -223,6 +237,7 @@ int cmd_train(Args args) {
   o.weight_decay = vm["weight-decay"].as<double>();
   o.grad_clip = vm["grad-clip"].as<double>();
   o.seed = vm["seed"].as<uint64_t>();
+  o.device = parse_device_flag(vm["device"].as<std::string>());
   o.out_dir = out;
   o.eval_every = vm["eval-every"].as<int64_t>();
   o.eval_batch_size = vm["eval-batch-size"].as<int64_t>();

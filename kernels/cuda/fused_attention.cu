@@ -544,7 +544,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int d = lane; d < n.D; d += 32) {
         T acc = T(0);
         for (int jj = 0; jj < keys; ++jj) acc += p_tile[warp][jj] * vh[(k0 + jj) * v.st + d];
-        orow[d] = orow[d] + acc;
+        orow[d] = orow[d] * rescale + acc;
       }
     }
     __syncthreads();

@@ -4,10 +4,12 @@
 //  * training: AdamW + clipping steps on cuda:0 give the CPU's losses; a tiny model overfits one
 //    batch; a CPU checkpoint resumes on cuda:0 and continues with the CPU run's losses;
 //  * a training step (forward, backward, clip_grad_norm_tensor, AdamW) makes no host synchronisation
-//    and, once warm, no driver allocation.
+//    and, once warm, no driver allocation;
+//  * lm::Trainer (the tool's `train --device cuda`) on cuda:0 gives the CPU's losses.
 #include <filesystem>
 
 #include "autograd/io/safetensors.h"
+#include "lm/trainer.h"
 #include "nn/loss.h"
 #include "nn/transformer_lm.h"
 #include "optim/adamw.h"
@@ -207,4 +209,30 @@ TEST_CASE("lm: a training step on cuda:0 makes no host synchronisation and no dr
   CHECK(kernels::cuda::memory_stats().driver_allocations == mallocs);
   CHECK(std::isfinite(loss.item<double>()));  // the one read, after the steps
   CHECK(kernels::cuda::sync_count() == syncs + 1);
+}
+
+TEST_CASE("lm: the Trainer on cuda:0 (train --device cuda) gives the CPU's losses and validation loss", "[cuda][lm][train]") {
+  std::vector<uint32_t> tokens(3000);
+  Generator g(17);
+  for (auto& t : tokens) t = static_cast<uint32_t>(g.below(48));
+  const data::TokenSource train = std::span<const uint32_t>(tokens.data(), 2500);
+  const data::TokenSource val = std::span<const uint32_t>(tokens.data() + 2500, 500);
+  lm::TrainOptions o;
+  o.batch_size = 4;
+  o.steps = 5;
+  o.lr = 1e-2;
+  o.warmup_steps = 1;
+  std::vector<double> losses[2];
+  double val_loss[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    o.device = k == 0 ? Device::cpu() : gpu();
+    lm::Trainer t(tiny_config(kFloat32), o, train, val);
+    for (int s = 0; s < o.steps; ++s) losses[k].push_back(t.train_step().loss);
+    val_loss[k] = t.evaluate().loss;
+  }
+  for (int s = 0; s < o.steps; ++s) {
+    INFO("step " << s + 1 << ": cpu " << losses[0][s] << " vs cuda " << losses[1][s]);
+    CHECK(std::abs(losses[0][s] - losses[1][s]) <= 1e-4 * std::abs(losses[0][s]));
+  }
+  CHECK(std::abs(val_loss[0] - val_loss[1]) <= 1e-4 * val_loss[0]);
 }
