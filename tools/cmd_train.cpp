@@ -150,6 +150,7 @@ int cmd_train(Args args) {
   po::variables_map vm;
   if (!parse(args, opts, vm, kUsage)) return 0;
   set_threads(vm["threads"].as<int>());
+  (void)parse_device_flag(vm["device"].as<std::string>());  // refused before any work
   print_blas_advice();
 
   TG_CHECK(vm.count("out"), "--out DIR is required (the run directory)");
