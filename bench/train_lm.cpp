@@ -2,7 +2,13 @@
 // cross-entropy, backward, AdamW) timed on the configs of shared/bench/README.md, the twin of
 // shared/bench/torch_lm.py (same model, same optimizer settings, same FLOP count, same output).
 //
-//   bench_train --config micro|small|tiny [--threads N] [--steps 10] [--warmup 3] [--sgemm-n 2048]
+//   bench_train --config micro|small|tiny|tinyB64|gpt2s [--threads N] [--steps 10] [--warmup 3] [--sgemm-n 2048]
+//               [--device cpu|cuda] [--tf32 0|1]
+//
+// On the GPU (--device cuda, a build with the CUDA backend) the model, optimizer state and batches live
+// on cuda:0, each phase ends with a synchronisation so its time is the GPU's, the sgemm ceiling is not
+// measured, and --tf32 1 lets cuBLAS use TF32 tensor cores for float32 matmuls (the twin of
+// torch_lm_modern.py's fp32 / tf32 modes; configs tinyB64 and gpt2s are its GPU configs).
 //
 // Model: token embedding → L × [RMSNorm → causal MHA with RoPE → residual; RMSNorm → SwiGLU →
 // residual] → RMSNorm → untied LM head; AdamW(lr 1e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1);
@@ -27,6 +33,9 @@
 
 #include "autograd/tapegrad.h"
 #include "kernels/backend.h"
+#if defined(TAPEGRAD_HAS_CUDA_BACKEND)
+#include "kernels/cuda/cuda_backend.h"
+#endif
 #include "nn/loss.h"
 #include "nn/transformer_lm.h"
 #include "optim/adamw.h"
@@ -44,6 +53,8 @@ const std::map<std::string, BenchConfig> kConfigs = {
     {"micro", {512, 64, 64, 2, 4, 172, 32}},
     {"small", {10000, 128, 256, 4, 8, 688, 16}},
     {"tiny", {10000, 256, 512, 4, 16, 1344, 8}},
+    {"tinyB64", {10000, 256, 512, 4, 16, 1344, 64}},
+    {"gpt2s", {50304, 1024, 768, 12, 12, 2048, 16}},
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -79,8 +90,8 @@ double sgemm_gflops(int n, int reps) {
 }
 
 int usage(const char* why) {
-  std::fprintf(stderr, "bench_train: %s\nusage: bench_train --config micro|small|tiny [--threads N] [--steps 10] "
-               "[--warmup 3] [--sgemm-n 2048]\n", why);
+  std::fprintf(stderr, "bench_train: %s\nusage: bench_train --config micro|small|tiny|tinyB64|gpt2s [--threads N] "
+               "[--steps 10] [--warmup 3] [--sgemm-n 2048] [--device cpu|cuda] [--tf32 0|1]\n", why);
   return 2;
 }
 
@@ -88,7 +99,8 @@ int usage(const char* why) {
 
 int main(int argc, char** argv) {
   std::string config_name = "small";
-  int threads = 1, steps = 10, warmup = 3, sgemm_n = 2048;
+  int threads = 1, steps = 10, warmup = 3, sgemm_n = 2048, tf32 = 0;
+  std::string device_name = "cpu";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
@@ -98,6 +110,8 @@ int main(int argc, char** argv) {
     else if (a == "--steps") steps = std::atoi(v);
     else if (a == "--warmup") warmup = std::atoi(v);
     else if (a == "--sgemm-n") sgemm_n = std::atoi(v);
+    else if (a == "--device") device_name = v;
+    else if (a == "--tf32") tf32 = std::atoi(v);
     else return usage(("unknown option " + a).c_str());
     ++i;
   }
@@ -108,17 +122,26 @@ int main(int argc, char** argv) {
 
   try {
     kernels::set_num_threads(threads);
+    const Device device = parse_device(device_name);
+    kernels::Backend& be = kernels::backend(device);  // throws when this build or machine has no such device
+    const bool gpu = device.type == DeviceType::CUDA;
+#if defined(TAPEGRAD_HAS_CUDA_BACKEND)
+    if (gpu) kernels::cuda::set_allow_tf32(tf32 != 0);
+#endif
+    if (tf32 && !gpu) return usage("--tf32 needs --device cuda");
     Generator gen(0);
     nn::TransformerLMConfig cfg;
     cfg.vocab_size = c.vocab, cfg.context_length = c.context, cfg.d_model = c.d_model;
     cfg.n_layers = c.layers, cfg.n_heads = c.heads, cfg.n_kv_heads = c.heads, cfg.d_ff = c.d_ff;
     nn::TransformerLM model(cfg, &gen);
+    model.to(device);
     optim::AdamW opt(model.parameters(), optim::AdamWOptions(1e-3).betas(0.9, 0.95).eps(1e-8).weight_decay(0.1));
 
     const int64_t n_mm = c.layers * (4 * c.d_model * c.d_model + 3 * c.d_model * c.d_ff) + c.d_model * c.vocab;
     const double flops_per_token = 6.0 * double(n_mm) + 12.0 * double(c.layers * c.context * c.d_model);
     const int64_t tokens_per_step = c.batch * c.context;
-    std::printf("tapegrad | threads=%d OPENBLAS_CORETYPE=%s -> OpenBLAS core %s\n", kernels::num_threads(),
+    std::printf("tapegrad | device %s%s | threads=%d OPENBLAS_CORETYPE=%s -> OpenBLAS core %s\n",
+                device.str().c_str(), gpu ? (tf32 ? " (TF32 on)" : " (TF32 off)") : "", kernels::num_threads(),
                 std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)",
                 kernels::blas_core_name());
     std::printf("config %s: V=%lld T=%lld d=%lld L=%lld H=%lld d_ff=%lld B=%lld | parameters %lld\n",
@@ -128,17 +151,21 @@ int main(int argc, char** argv) {
 
     std::vector<double> t_step, t_fwd, t_bwd, t_opt, losses, faults;
     for (int s = 0; s < warmup + steps; ++s) {
-      Tensor data = randint(0, c.vocab, {c.batch, c.context + 1}, kInt64, &gen);
+      Tensor data = randint(0, c.vocab, {c.batch, c.context + 1}, kInt64, &gen).to(device);
       Tensor x = data.slice(1, 0, c.context), y = data.slice(1, 1, c.context + 1);
+      be.synchronize();  // the copy of the batch is not part of the step
       const long faults0 = minor_faults();
       const auto t0 = Clock::now();
       opt.zero_grad();
       Tensor logits = model(x);
       Tensor loss = nn::cross_entropy(logits, y);
+      be.synchronize();  // on the GPU: wait for the queued kernels (free on the CPU)
       const double f = seconds_since(t0);
       loss.backward();
+      be.synchronize();
       const double b = seconds_since(t0);
       opt.step();
+      be.synchronize();
       const double total = seconds_since(t0);
       losses.push_back(loss.item<double>());
       if (s >= warmup) faults.push_back(double(minor_faults() - faults0));
@@ -148,22 +175,26 @@ int main(int argc, char** argv) {
     const double med = median(t_step);
     const double tps = double(tokens_per_step) / med;
     const double gflops = tps * flops_per_token / 1e9;
-    const double ceiling = sgemm_gflops(sgemm_n, 5);
+    const double ceiling = gpu ? 0.0 : sgemm_gflops(sgemm_n, 5);  // the CPU's ceiling only (0 on the GPU)
     std::printf("step time: median %.1f ms (min %.1f, max %.1f) over %d steps after %d warm-up\n", med * 1e3,
                 *std::min_element(t_step.begin(), t_step.end()) * 1e3,
                 *std::max_element(t_step.begin(), t_step.end()) * 1e3, steps, warmup);
     std::printf("  of which fwd+loss %.1f ms, backward %.1f ms, AdamW %.1f ms (medians)\n", median(t_fwd) * 1e3,
                 median(t_bwd) * 1e3, median(t_opt) * 1e3);
-    std::printf("tokens/s: %.0f   model FLOPs/token %.3f M   achieved %.1f GFLOP/s = %.1f%% of sgemm %d^3 (%.1f)\n",
+    if (gpu)
+      std::printf("tokens/s: %.0f   model FLOPs/token %.3f M   achieved %.1f GFLOP/s\n", tps, flops_per_token / 1e6,
+                  gflops);
+    else
+      std::printf("tokens/s: %.0f   model FLOPs/token %.3f M   achieved %.1f GFLOP/s = %.1f%% of sgemm %d^3 (%.1f)\n",
                 tps, flops_per_token / 1e6, gflops, 100 * gflops / ceiling, sgemm_n, ceiling);
     std::printf("loss: first %.4f last %.4f (ln V = %.4f)   peak RSS %.1f MiB   page faults per step %.0f\n",
                 losses.front(), losses.back(), std::log(double(c.vocab)), rss, median(faults));
-    std::printf("RESULT {\"lib\":\"tapegrad\",\"config\":\"%s\",\"threads\":%d,\"openblas_core\":\"%s\","
+    std::printf("RESULT {\"lib\":\"tapegrad\",\"device\":\"%s\",\"tf32\":%d,\"config\":\"%s\",\"threads\":%d,\"openblas_core\":\"%s\","
                 "\"steps\":%d,\"warmup\":%d,\"tokens_per_step\":%lld,\"step_s_median\":%.6f,\"fwd_s_median\":%.6f,"
                 "\"bwd_s_median\":%.6f,\"opt_s_median\":%.6f,\"tokens_per_s\":%.1f,\"flops_per_token\":%.0f,"
                 "\"gflops_per_s\":%.2f,\"sgemm_gflops\":%.2f,\"sgemm_n\":%d,\"loss_first\":%.6f,\"loss_last\":%.6f,"
                 "\"peak_rss_mib\":%.1f,\"page_faults_per_step\":%.0f}\n",
-                config_name.c_str(), kernels::num_threads(), kernels::blas_core_name(), steps, warmup,
+                device.str().c_str(), tf32, config_name.c_str(), kernels::num_threads(), kernels::blas_core_name(), steps, warmup,
                 (long long)tokens_per_step, med, median(t_fwd), median(t_bwd), median(t_opt), tps, flops_per_token,
                 gflops, ceiling, sgemm_n, losses.front(), losses.back(), rss, median(faults));
   } catch (const std::exception& e) {
