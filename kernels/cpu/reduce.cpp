@@ -250,6 +250,9 @@ void CpuBackend::reduce(ReduceOp op, const TensorView& out, const TensorView& in
 }
 
 void CpuBackend::max_along(const TensorView& values, const TensorView& indices, const TensorView& in, int dim) {
+  // An empty dim has no maximum (the loops below read its first element).
+  TG_CHECK(dim >= 0 && dim < in.ndim() && in.shape[dim] > 0, "max: cannot take the maximum along dim {} of shape {}",
+           dim, in.shape);
   dispatch_all(in.dtype, [&](auto t) {
     using T = decltype(t);
     if constexpr (std::is_same_v<T, bool>) {

@@ -233,6 +233,8 @@ void CudaBackend::reduce(ReduceOp op, const TensorView& out, const TensorView& i
 }
 
 void CudaBackend::max_along(const TensorView& values, const TensorView& indices, const TensorView& in, int dim) {
+  TG_CHECK(dim >= 0 && dim < in.ndim() && in.shape[dim] > 0, "max: cannot take the maximum along dim {} of shape {}",
+           dim, in.shape);
   cpu::dispatch_all(in.dtype, [&](auto t) {
     using T = decltype(t);
     if constexpr (std::is_same_v<T, bool>) {

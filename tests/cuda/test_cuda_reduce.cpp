@@ -186,3 +186,13 @@ TEST_CASE("reduce: max_along NaN beats all (the first NaN), long rows, size-1 di
   const Tensor one = randn({5, 1, 3});
   check_max_along(one, on_cuda(one), 1, "max_along over a size-1 dim");
 }
+
+TEST_CASE("reduce: max_along over an empty dim is refused by both backends", "[cuda][reduce]") {
+  // [2, 0, 3] along dim 1: no maximum exists (and the CPU loop would read past the tensor).
+  const Tensor in = empty({2, 0, 3}, Options(kFloat32));
+  const Tensor in_gpu = empty({2, 0, 3}, Options(kFloat32).device(gpu()));
+  Tensor wv = empty({2, 1, 3}, Options(kFloat32)), wi = empty({2, 1, 3}, Options(kInt64));
+  Tensor gv = empty({2, 1, 3}, Options(kFloat32).device(gpu())), gi = empty({2, 1, 3}, Options(kInt64).device(gpu()));
+  CHECK_THROWS_WITH(cpu_be().max_along(view(wv), view(wi), view(in), 1), Catch::Contains("dim 1 of shape [2, 0, 3]"));
+  CHECK_THROWS_WITH(gpu_be().max_along(view(gv), view(gi), view(in_gpu), 1), Catch::Contains("dim 1 of shape [2, 0, 3]"));
+}
