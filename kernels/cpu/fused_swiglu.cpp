@@ -5,6 +5,7 @@
 // The value uses the silu functor of kernels/unary_functors.h, so the forward is bit-identical to
 // silu(a) * b. One NdLoop over the common shape: contiguous runs are plain vectorized loops,
 // anything else (transposed, sliced) takes the strided loop; threads split the linear range.
+#include "kernels/fused_args.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/nd_loop.h"
@@ -33,17 +34,12 @@ T sigmoid_(T a) {
   return T(1) / (T(1) + fn::exp_(-a));
 }
 
-void check_same(const char* op, const char* name, const TensorView& v, const TensorView& a) {
-  TG_CHECK(v.shape == a.shape && v.dtype == a.dtype, "{}: {} {} {} must match a {} {}", op, name, v.dtype, v.shape,
-           a.dtype, a.shape);
-}
-
 }  // namespace
 
 void CpuBackend::swiglu(const TensorView& out, const TensorView& a, const TensorView& b) {
   const char* op = "swiglu_gate";
-  check_same(op, "b", b, a);
-  check_same(op, "out", out, a);
+  check_same_as_a(op, "b", b, a);
+  check_same_as_a(op, "out", out, a);
   dispatch_floating(a.dtype, op, [&](auto tag) {
     using T = decltype(tag);
     for_each_run<T, 3>(a.shape, {&out, &a, &b}, [&](char** p, int64_t n, const int64_t* s, bool contiguous) {
@@ -66,11 +62,11 @@ void CpuBackend::swiglu(const TensorView& out, const TensorView& a, const Tensor
 void CpuBackend::swiglu_backward(const TensorView& grad_a, const TensorView& grad_b, const TensorView& grad_out,
                                  const TensorView& a, const TensorView& b) {
   const char* op = "swiglu_gate backward";
-  check_same(op, "b", b, a);
-  check_same(op, "grad_out", grad_out, a);
+  check_same_as_a(op, "b", b, a);
+  check_same_as_a(op, "grad_out", grad_out, a);
   const bool want_a = grad_a.data != nullptr, want_b = grad_b.data != nullptr;
-  if (want_a) check_same(op, "grad_a", grad_a, a);
-  if (want_b) check_same(op, "grad_b", grad_b, a);
+  if (want_a) check_same_as_a(op, "grad_a", grad_a, a);
+  if (want_b) check_same_as_a(op, "grad_b", grad_b, a);
   dispatch_floating(a.dtype, op, [&](auto tag) {
     using T = decltype(tag);
     // da = (g·b)·σ·(1 + a·(1 − σ)),  db = g·a·σ

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/fused_args.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/row_group.h"
@@ -121,14 +122,6 @@ __global__ void rms_norm_sum_chunks_kernel(T* TG_RESTRICT dw, int64_t dws, const
 
 // ---- host side ----
 
-void check_rms(const char* op, const TensorView& x, const TensorView& weight, const TensorView& rstd) {
-  TG_CHECK(x.ndim() == 2, "{}: x must be [R, C], got {}", op, x.shape);
-  TG_CHECK(weight.ndim() == 1 && weight.shape[0] == x.shape[1] && weight.dtype == x.dtype,
-           "{}: weight {} {} must be [C] = [{}] of x's dtype {}", op, weight.dtype, weight.shape, x.shape[1], x.dtype);
-  TG_CHECK(rstd.ndim() == 1 && rstd.shape[0] == x.shape[0] && rstd.dtype == x.dtype,
-           "{}: rstd {} {} must be [R] = [{}] of x's dtype", op, rstd.dtype, rstd.shape, x.shape[0]);
-}
-
 // Calls f(WarpRows, Contig) as std::integral_constants with the grid and block of the row kernels.
 template <class F>
 void launch_row_kernel(int64_t R, int64_t C, bool contig, F&& f) {
@@ -149,7 +142,7 @@ void launch_row_kernel(int64_t R, int64_t C, bool contig, F&& f) {
 void CudaBackend::rms_norm(const TensorView& y, const TensorView& rstd, const TensorView& x, const TensorView& weight,
                            double eps) {
   const char* op = "rms_norm";
-  check_rms(op, x, weight, rstd);
+  check_rms_norm_args(op, x, weight, rstd);
   TG_CHECK(y.shape == x.shape && y.dtype == x.dtype, "{}: y {} {} must match x {} {}", op, y.dtype, y.shape, x.dtype,
            x.shape);
   cpu::dispatch_floating(x.dtype, op, [&](auto tag) {
@@ -168,17 +161,8 @@ void CudaBackend::rms_norm(const TensorView& y, const TensorView& rstd, const Te
 void CudaBackend::rms_norm_backward(const TensorView& grad_x, const TensorView& grad_weight, const TensorView& grad_y,
                                     const TensorView& x, const TensorView& weight, const TensorView& rstd) {
   const char* op = "rms_norm backward";
-  check_rms(op, x, weight, rstd);
-  TG_CHECK(grad_y.shape == x.shape && grad_y.dtype == x.dtype, "{}: grad_y {} {} must match x {} {}", op,
-           grad_y.dtype, grad_y.shape, x.dtype, x.shape);
+  check_rms_norm_backward_args(op, grad_x, grad_weight, grad_y, x, weight, rstd);
   const bool want_x = grad_x.data != nullptr, want_w = grad_weight.data != nullptr;
-  if (want_x)
-    TG_CHECK(grad_x.shape == x.shape && grad_x.dtype == x.dtype, "{}: grad_x {} {} must match x {} {}", op,
-             grad_x.dtype, grad_x.shape, x.dtype, x.shape);
-  if (want_w)
-    TG_CHECK(grad_weight.shape == weight.shape && grad_weight.dtype == x.dtype,
-             "{}: grad_weight {} {} must match weight {} {}", op, grad_weight.dtype, grad_weight.shape, weight.dtype,
-             weight.shape);
   cpu::dispatch_floating(x.dtype, op, [&](auto tag) {
     using T = decltype(tag);
     const int64_t R = x.shape[0], C = x.shape[1];

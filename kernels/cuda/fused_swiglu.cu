@@ -9,6 +9,7 @@
 // operand's offset. The backward writes only the outputs that are asked for (data != nullptr).
 #include <type_traits>
 
+#include "kernels/fused_args.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/indexer.h"
@@ -46,17 +47,12 @@ __global__ void swiglu_backward_kernel(T* da, T* db, const T* g, const T* a, con
   }
 }
 
-void check_same(const char* op, const char* name, const TensorView& v, const TensorView& a) {
-  TG_CHECK(v.shape == a.shape && v.dtype == a.dtype, "{}: {} {} {} must match a {} {}", op, name, v.dtype, v.shape,
-           a.dtype, a.shape);
-}
-
 }  // namespace
 
 void CudaBackend::swiglu(const TensorView& out, const TensorView& a, const TensorView& b) {
   const char* op = "swiglu_gate";
-  check_same(op, "b", b, a);
-  check_same(op, "out", out, a);
+  check_same_as_a(op, "b", b, a);
+  check_same_as_a(op, "out", out, a);
   cpu::dispatch_floating(a.dtype, op, [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = a.numel();
@@ -75,11 +71,11 @@ void CudaBackend::swiglu(const TensorView& out, const TensorView& a, const Tenso
 void CudaBackend::swiglu_backward(const TensorView& grad_a, const TensorView& grad_b, const TensorView& grad_out,
                                   const TensorView& a, const TensorView& b) {
   const char* op = "swiglu_gate backward";
-  check_same(op, "b", b, a);
-  check_same(op, "grad_out", grad_out, a);
+  check_same_as_a(op, "b", b, a);
+  check_same_as_a(op, "grad_out", grad_out, a);
   const bool want_a = grad_a.data != nullptr, want_b = grad_b.data != nullptr;
-  if (want_a) check_same(op, "grad_a", grad_a, a);
-  if (want_b) check_same(op, "grad_b", grad_b, a);
+  if (want_a) check_same_as_a(op, "grad_a", grad_a, a);
+  if (want_b) check_same_as_a(op, "grad_b", grad_b, a);
   if (!want_a && !want_b) return;
   cpu::dispatch_floating(a.dtype, op, [&](auto tag) {
     using T = decltype(tag);
