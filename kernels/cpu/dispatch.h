@@ -1,6 +1,7 @@
 // dispatch.h — calls a generic lambda with a value of the C++ type behind a DType.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/dtype.h"
 #include "kernels/error.h"
@@ -27,6 +28,14 @@ void dispatch_all(DType t, F&& f) {
     case DType::Int64: return f(int64_t{});
     case DType::Bool: return f(bool{});
   }
+}
+
+// A fill value (a double) as element type T: nonzero → true for Bool, else a static_cast. Shared by
+// the CPU and CUDA fill.
+template <class T>
+T cast_scalar(double v) {
+  if constexpr (std::is_same_v<T, bool>) return v != 0.0;
+  else return static_cast<T>(v);
 }
 
 // The accumulator of a sum: double for floats, int64 for integers.

@@ -45,12 +45,6 @@ void elementwise(const Shape& shape, const std::array<const TensorView*, 1 + siz
   });
 }
 
-template <class T>
-T cast_scalar(double v) {
-  if constexpr (std::is_same_v<T, bool>) return v != 0.0;
-  else return static_cast<T>(v);
-}
-
 }  // namespace
 
 void CpuBackend::fill(const TensorView& out, double value) {

@@ -111,18 +111,12 @@ struct Select {  // where: out = c ? a : b
   __device__ T operator()(bool c, T a, T b) const { return c ? a : b; }
 };
 
-template <class T>
-T cast_scalar(double v) {
-  if constexpr (std::is_same_v<T, bool>) return v != 0.0;
-  else return static_cast<T>(v);
-}
-
 }  // namespace
 
 void CudaBackend::fill(const TensorView& out, double value) {
   cpu::dispatch_all(out.dtype, [&](auto t) {
     using T = decltype(t);
-    map<T>(Constant<T>{cast_scalar<T>(value)}, out);
+    map<T>(Constant<T>{cpu::cast_scalar<T>(value)}, out);
   });
 }
 
