@@ -1,4 +1,5 @@
-// hf_llama.cpp — Hugging Face Llama config.json + model.safetensors, both ways (see hf_llama.h).
+// hf_llama.cpp — Hugging Face Llama config.json + model.safetensors (or its shards), both ways (see
+// hf_llama.h).
 #include "lm/hf_llama.h"
 
 #include <fmt/format.h>
@@ -126,9 +127,10 @@ void export_hf_llama(const nn::TransformerLM& model, const std::string& dir) {
   data::write_file_atomic((fs::path(dir) / "config.json").string(), config.dump(2) + "\n", "export hf");
 }
 
-HfLlama import_hf_llama(const std::string& dir) {
-  TG_CHECK(fs::is_directory(dir), "import hf: '{}' is not a directory", dir);
-  const std::string cfg_path = (fs::path(dir) / "config.json").string();
+namespace {
+
+// config.json → our config (dtype is set later, from the tensors).
+nn::TransformerLMConfig read_config(const std::string& cfg_path) {
   TG_CHECK(fs::exists(cfg_path), "import hf: '{}' does not exist", cfg_path);
   const json j = data::read_json_file(cfg_path, "import hf");
   TG_CHECK(j.is_object(), "import hf: '{}' is not a JSON object", cfg_path);
@@ -203,38 +205,139 @@ HfLlama import_hf_llama(const std::string& dir) {
   const int64_t D = c.d_model / c.n_heads;
   if (D % 2 != 0) throw bad("num_attention_heads", fmt::format("gives an odd head size {} (RoPE rotates pairs)", D));
   if (present("head_dim") && get_int("head_dim") != D) throw bad("head_dim", fmt::format("({}) is not hidden_size / num_attention_heads ({})", j["head_dim"].dump(), D));
+  return c;
+}
 
-  const std::string st_path = (fs::path(dir) / "model.safetensors").string();
-  if (!fs::exists(st_path)) {
-    const std::string index = (fs::path(dir) / "model.safetensors.index.json").string();
-    TG_CHECK(!fs::exists(index), "import hf: '{}': sharded checkpoints (model.safetensors.index.json) are not supported yet; "
-             "merge the shards into one model.safetensors", index);
-    throw Error(fmt::format("import hf: '{}' does not exist", st_path));
+// The safetensors files of a checkpoint and, for every tensor, the one that holds it.
+struct WeightFiles {
+  std::string described;                // what messages about the whole set name: the file or the index
+  std::vector<SafetensorsFile> files;   // each file once
+  std::map<std::string, size_t> where;  // tensor name → files[i]
+
+  const SafetensorsFile& file_of(const std::string& name) const { return files[where.at(name)]; }
+  const SafetensorsEntry& entry(const std::string& name) const { return file_of(name).entry(name); }
+};
+
+WeightFiles single_file(const std::string& path) {
+  WeightFiles w;
+  w.described = path;
+  w.files.emplace_back(path);
+  for (const SafetensorsEntry& e : w.files[0].entries()) w.where[e.name] = 0;
+  return w;
+}
+
+// A shard's name from the weight_map: a plain file name in the checkpoint directory.
+void check_shard_name(const std::string& index, const std::string& tensor, const std::string& shard) {
+  const bool plain = !shard.empty() && shard.find_first_of(std::string("/\\\0", 3)) == std::string::npos &&
+                     shard.find("..") == std::string::npos && shard != ".";
+  TG_CHECK(plain, "import hf: '{}': weight_map puts '{}' in \"{}\": a shard must be a file name in the same directory "
+           "(no path separator, no \"..\")", index, tensor, shard);
+}
+
+// model.safetensors.index.json: {"metadata": {...}, "weight_map": {tensor: shard file name}}. Every shard
+// named is opened once; each tensor must be in exactly the shard the map names, and every tensor of
+// those shards must be in the map. The metadata (e.g. total_size) is not used.
+WeightFiles sharded_files(const std::string& dir, const std::string& index) {
+  const json j = data::read_json_file(index, "import hf");
+  TG_CHECK(j.is_object(), "import hf: '{}' is not a JSON object", index);
+  TG_CHECK(j.contains("weight_map") && j["weight_map"].is_object(),
+           "import hf: '{}': key 'weight_map' is missing or not an object", index);
+  TG_CHECK(!j.contains("metadata") || j["metadata"].is_object() || j["metadata"].is_null(),
+           "import hf: '{}': key 'metadata' must be an object", index);
+  WeightFiles w;
+  w.described = index;
+  std::map<std::string, size_t> shard_ids;  // shard file name → files[i]
+  for (const auto& [tensor, value] : j["weight_map"].items()) {
+    TG_CHECK(value.is_string(), "import hf: '{}': weight_map entry '{}' must be a file name (is {})", index, tensor,
+             value.dump());
+    const std::string shard = value.get<std::string>();
+    check_shard_name(index, tensor, shard);
+    auto it = shard_ids.find(shard);
+    if (it == shard_ids.end()) {
+      const std::string path = (fs::path(dir) / shard).string();
+      TG_CHECK(fs::is_regular_file(path),
+               "import hf: '{}': weight_map puts '{}' in shard '{}', which does not exist (or is not a file)", index,
+               tensor, path);
+      w.files.emplace_back(path);
+      it = shard_ids.emplace(shard, w.files.size() - 1).first;
+    }
+    w.where[tensor] = it->second;
   }
-  const SafetensorsFile f(st_path);
+  for (size_t i = 0; i < w.files.size(); ++i)
+    for (const SafetensorsEntry& e : w.files[i].entries()) {
+      const auto it = w.where.find(e.name);
+      TG_CHECK(it != w.where.end(),
+               "import hf: '{}': shard '{}' holds tensor '{}', which the weight_map does not name", index,
+               w.files[i].path(), e.name);
+      TG_CHECK(it->second == i, "import hf: '{}': tensor '{}' is in shard '{}' but the weight_map puts it in '{}'",
+               index, e.name, w.files[i].path(), w.files[it->second].path());
+    }
+  for (const auto& [tensor, i] : w.where)
+    TG_CHECK(w.files[i].contains(tensor),
+             "import hf: '{}': weight_map puts '{}' in shard '{}', which has no such tensor", index, tensor,
+             w.files[i].path());
+  return w;
+}
+
+// As transformers' from_pretrained: model.safetensors when it exists, else the sharded index.
+WeightFiles open_weights(const std::string& dir, std::string& source) {
+  const std::string single = (fs::path(dir) / "model.safetensors").string();
+  const std::string index = (fs::path(dir) / "model.safetensors.index.json").string();
+  if (fs::exists(single)) {
+    source = single;
+    if (fs::exists(index))
+      source += " (model.safetensors.index.json ignored: the single file wins, as in transformers)";
+    return single_file(single);
+  }
+  TG_CHECK(fs::exists(index), "import hf: '{}' does not exist (nor does the sharded index '{}')", single, index);
+  WeightFiles w = sharded_files(dir, index);
+  source = fmt::format("{} ({} shard{})", index, w.files.size(), w.files.size() == 1 ? "" : "s");
+  return w;
+}
+
+// Checks that every tensor is one of the model's (old rotary_emb.inv_freq buffers aside) with a float
+// dtype, and gives the model's dtype: F32/F16/BF16 → float32, F64 → float64 (no mixing).
+DType checked_weights_dtype(const WeightFiles& w, const std::map<std::string, const NamePair*>& by_hf) {
+  bool any64 = false, any32 = false;
+  for (const auto& [name, i] : w.where) {
+    const std::string& path = w.files[i].path();
+    if (!by_hf.count(name)) {
+      if (name.ends_with("rotary_emb.inv_freq")) continue;  // a buffer of old checkpoints: recomputed
+      throw Error(fmt::format("import hf: '{}': unexpected tensor '{}'{}", path, name,
+                              name == "lm_head.weight" ? " (config.json says tie_word_embeddings: true)" : ""));
+    }
+    const std::string& dtype = w.entry(name).dtype;
+    if (dtype == "F64") any64 = true;
+    else if (dtype == "F32" || dtype == "F16" || dtype == "BF16") any32 = true;
+    else
+      throw Error(fmt::format("import hf: '{}': tensor '{}' has dtype {} (expected F32, F64, F16 or BF16)", path,
+                              name, dtype));
+  }
+  TG_CHECK(!(any64 && any32), "import hf: '{}' mixes F64 tensors with F32/F16/BF16 ones", w.described);
+  return any64 ? kFloat64 : kFloat32;
+}
+
+}  // namespace
+
+HfLlama import_hf_llama(const std::string& dir) {
+  TG_CHECK(fs::is_directory(dir), "import hf: '{}' is not a directory", dir);
+  const std::string cfg_path = (fs::path(dir) / "config.json").string();
+  nn::TransformerLMConfig c = read_config(cfg_path);
+  const int64_t D = c.d_model / c.n_heads;
+  HfLlama m;
+  const WeightFiles w = open_weights(dir, m.weights_source);
   const auto table = name_table(c.n_layers, c.vocab_size, c.d_model, c.n_heads, c.n_kv_heads, D, c.d_ff, c.tie_embeddings);
   std::map<std::string, const NamePair*> by_hf;
   for (const NamePair& p : table) by_hf[p.hf] = &p;
-  bool any64 = false, any32 = false;
-  for (const SafetensorsEntry& e : f.entries()) {
-    if (!by_hf.count(e.name)) {
-      if (e.name.ends_with("rotary_emb.inv_freq")) continue;  // a buffer of old checkpoints: recomputed
-      throw Error(fmt::format("import hf: '{}': unexpected tensor '{}'{}", st_path, e.name,
-                              e.name == "lm_head.weight" ? " (config.json says tie_word_embeddings: true)" : ""));
-    }
-    if (e.dtype == "F64") any64 = true;
-    else if (e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16") any32 = true;
-    else throw Error(fmt::format("import hf: '{}': tensor '{}' has dtype {} (expected F32, F64, F16 or BF16)", st_path, e.name, e.dtype));
-  }
-  TG_CHECK(!(any64 && any32), "import hf: '{}' mixes F64 tensors with F32/F16/BF16 ones", st_path);
-  c.dtype = any64 ? kFloat64 : kFloat32;
+  c.dtype = checked_weights_dtype(w, by_hf);
 
-  HfLlama m;
   m.config = c;
+  for (const SafetensorsFile& f : w.files) m.weight_files.push_back(f.path());
   for (const NamePair& p : table) {
-    TG_CHECK(f.contains(p.hf), "import hf: '{}' has no tensor '{}' (expected {})", st_path, p.hf, shape_str(p.shape));
+    TG_CHECK(w.where.count(p.hf), "import hf: '{}' has no tensor '{}' (expected {})", w.described, p.hf, shape_str(p.shape));
+    const SafetensorsFile& f = w.file_of(p.hf);
     const SafetensorsEntry& e = f.entry(p.hf);
-    TG_CHECK(e.shape == p.shape, "import hf: '{}': tensor '{}' has shape {}, expected {} (from '{}')", st_path, p.hf,
+    TG_CHECK(e.shape == p.shape, "import hf: '{}': tensor '{}' has shape {}, expected {} (from '{}')", f.path(), p.hf,
              shape_str(e.shape), shape_str(p.shape), cfg_path);
     const Tensor t = f.load(p.hf);
     m.weights[p.ours] = p.rope_rows ? permute_rope_rows(t, D, false) : t;

@@ -1,8 +1,9 @@
-// hf_llama.h — Hugging Face Llama checkpoints (LlamaForCausalLM: config.json + model.safetensors),
-// both ways, for `tapegrad export hf` and `tapegrad import hf`.
+// hf_llama.h — Hugging Face Llama checkpoints (LlamaForCausalLM: config.json + model.safetensors, or
+// on import a sharded model.safetensors.index.json + its shards), both ways, for `tapegrad export hf`
+// and `tapegrad import hf`.
 //
 //   lm::export_hf_llama(model, "out/hf");              // out/hf/config.json, out/hf/model.safetensors
-//   lm::HfLlama m = lm::import_hf_llama("out/hf");
+//   lm::HfLlama m = lm::import_hf_llama("out/hf");     // or a directory of shards + index
 //   nn::TransformerLM lm(m.config);
 //   lm.load_state_dict(m.weights);                      // strict: every name present
 //
@@ -19,9 +20,14 @@
 // rotated vector, and q·k is the same sum in another order: the attention scores are equal.
 // v_proj, o_proj and everything else are copied as they are.
 //
-// Export writes dtype float32 (or float64 for a float64 model), atomically. Import reads a single
-// model.safetensors (a sharded model.safetensors.index.json is refused: not supported yet), requires
-// model_type "llama", hidden_act "silu", no attention/MLP biases, rope_scaling absent or null, an
+// Export writes dtype float32 (or float64 for a float64 model), atomically, as one model.safetensors.
+// Import reads model.safetensors when it exists, else a sharded checkpoint — as transformers'
+// from_pretrained picks between them (the single file wins when both are there; weights_source says
+// which was read): model.safetensors.index.json = {"metadata": {...}, "weight_map": {tensor: shard file}}.
+// Every shard the map names is read once; each shard name must be a plain file name in DIR (no path
+// separator, no ".."), each shard must exist, every tensor must be in exactly the shard the map names,
+// and every tensor of a shard must be in the map (so none is duplicated); "metadata" is not used.
+// Import requires model_type "llama", hidden_act "silu", no attention/MLP biases, rope_scaling absent or null, an
 // optional head_dim equal to hidden_size / num_attention_heads, every tensor present with its shape and
 // no other tensor (except rotary_emb.inv_freq buffers of old checkpoints, which are ignored). Tensors
 // may be F32 or F64; F16 and BF16 are widened to float32 exactly (every half/bfloat16 is a float32).
@@ -29,6 +35,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "autograd/tensor.h"
 #include "nn/transformer_lm.h"
@@ -41,6 +48,8 @@ void export_hf_llama(const nn::TransformerLM& model, const std::string& dir);
 struct HfLlama {
   nn::TransformerLMConfig config;          // n_kv_heads and d_ff explicit; dtype float32 or float64
   std::map<std::string, Tensor> weights;   // under TransformerLM's parameter names, q/k rows in our layout
+  std::vector<std::string> weight_files;   // the safetensors files read: model.safetensors or the shards
+  std::string weights_source;              // for people: the file or the index (+ shard count) read
 };
 
 HfLlama import_hf_llama(const std::string& dir);

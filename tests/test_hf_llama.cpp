@@ -5,10 +5,15 @@
 //     HF way (pairs (k, k + D/2)) on the exported weights equal ours (interleaved pairs, nn::RotaryEmbedding)
 //     on our weights;
 //   * BF16 files are widened exactly; old rotary_emb.inv_freq buffers are ignored;
-//   * corrupt inputs (missing/extra tensor, wrong shape or dtype, bad config values, truncated file,
-//     sharded index) are refused with a message naming the file and the key or tensor;
+//   * corrupt inputs (missing/extra tensor, wrong shape or dtype, bad config values, truncated file)
+//     are refused with a message naming the file and the key or tensor;
+//   * sharded checkpoints (model.safetensors.index.json + shards, split here from an export) import to the
+//     same weights and logits as the single file; the single file wins when both are there; a missing
+//     shard, a tensor missing from its shard, one absent from the map or in two shards, a shard name with
+//     a path in it and a broken index are refused naming the index and the shard;
 //   * `tapegrad export hf` / `import hf` through the built tool, tokenizer.json included.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <cstring>
@@ -338,8 +343,9 @@ TEST_CASE("hf llama: corrupt directories are refused naming the file and the key
     reset();
     fs::remove(st);
     CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains(st) && Contains("does not exist"));
-    write_json(dir + "/model.safetensors.index.json", {{"weight_map", json::object()}});
-    CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains("model.safetensors.index.json") && Contains("not supported yet"));
+    CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains("model.safetensors.index.json") && Contains("does not exist"));
+    write_json(dir + "/model.safetensors.index.json", {{"weight_map", json::object()}});  // sharded, no shards
+    CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains("model.safetensors.index.json") && Contains("has no tensor"));
 
     reset();
     json j = read_json(cfg);
@@ -457,5 +463,180 @@ TEST_CASE("hf llama: tapegrad export hf / import hf through the tool, tokenizer.
   r = run_tool({"export", "xml", "a"}, root + "/bad2");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("unknown format 'xml'"));
+  fs::remove_all(root);
+}
+
+namespace {
+
+std::string shard_name(size_t i, size_t n) { return fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, n); }
+
+// Splits dir/model.safetensors into n shards (consecutive runs of the sorted names) + the index, as
+// transformers' save_pretrained lays them out, and removes the single file.
+void shard(const std::string& dir, size_t n) {
+  const auto all = load_safetensors(dir + "/model.safetensors");
+  std::vector<std::map<std::string, Tensor>> parts(n);
+  json weight_map = json::object();
+  size_t k = 0, total = 0;
+  for (const auto& [name, t] : all) {
+    const size_t i = k++ * n / all.size();
+    parts[i][name] = t;
+    weight_map[name] = shard_name(i, n);
+    total += size_t(t.numel()) * dtype_size(t.dtype());
+  }
+  for (size_t i = 0; i < n; ++i) save_safetensors(dir + "/" + shard_name(i, n), parts[i], {{"format", "pt"}});
+  write_json(dir + "/model.safetensors.index.json", {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}});
+  fs::remove(dir + "/model.safetensors");
+}
+
+}  // namespace
+
+TEST_CASE("hf llama: sharded checkpoints import to the same weights and logits as the single file", "[hf]") {
+  for (const auto& [n, tied] : std::vector<std::pair<size_t, bool>>{{2, false}, {3, true}, {1, false}}) {
+    INFO(n << " shards, tied " << tied);
+    nn::TransformerLM model(small_config(2, tied));
+    randomize(model, uint32_t(30 + n));
+    const std::string dir = temp_dir("sharded");
+    lm::export_hf_llama(model, dir);
+    const lm::HfLlama single = lm::import_hf_llama(dir);
+    CHECK(single.weight_files == std::vector<std::string>{dir + "/model.safetensors"});
+    shard(dir, n);
+    const lm::HfLlama m = lm::import_hf_llama(dir);
+    REQUIRE(m.weight_files.size() == n);
+    for (size_t i = 0; i < n; ++i) CHECK(m.weight_files[i] == dir + "/" + shard_name(i, n));
+    CHECK_THAT(m.weights_source, Catch::Contains("model.safetensors.index.json (" + std::to_string(n) + " shard"));
+    CHECK(m.config.to_config_map() == single.config.to_config_map());
+    REQUIRE(m.weights.size() == single.weights.size());
+    for (const auto& [name, t] : single.weights) {
+      INFO(name);
+      CHECK(same_bits(m.weights.at(name), t));
+    }
+    nn::TransformerLM a(single.config), b(m.config);
+    a.load_state_dict(single.weights);
+    b.load_state_dict(m.weights);
+    const Tensor ids = random_ids(2, 16, 37, 9);
+    CHECK(same_bits(a(ids), b(ids)));
+    CHECK(same_bits(b(ids), model(ids)));
+
+    // Both present: model.safetensors is read, as transformers does; the (here broken) shards are not.
+    lm::export_hf_llama(model, dir);
+    fs::remove(dir + "/" + shard_name(0, n));
+    const lm::HfLlama both = lm::import_hf_llama(dir);
+    CHECK(both.weight_files == std::vector<std::string>{dir + "/model.safetensors"});
+    CHECK_THAT(both.weights_source, Catch::Contains("index.json ignored"));
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("hf llama: bad sharded checkpoints are refused naming the index and the shard", "[hf]") {
+  nn::TransformerLM model(small_config(2, false));
+  randomize(model, 41);
+  const std::string good = temp_dir("shard_good");
+  lm::export_hf_llama(model, good);
+  shard(good, 3);
+  const std::string dir = temp_dir("shard_bad");
+  auto reset = [&] {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy(good, dir, fs::copy_options::recursive);
+  };
+  const std::string index = dir + "/model.safetensors.index.json";
+  const std::string s1 = dir + "/" + shard_name(0, 3), s2 = dir + "/" + shard_name(1, 3);
+  using Catch::Contains;
+  reset();
+  REQUIRE_NOTHROW(lm::import_hf_llama(dir));
+
+  // A shard file missing.
+  fs::remove(s2);
+  CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains(index) && Contains(s2) && Contains("does not exist"));
+
+  // A tensor the map puts in a shard that lacks it.
+  reset();
+  auto part = load_safetensors(s1);
+  const std::string moved = part.begin()->first;
+  part.erase(moved);
+  save_safetensors(s1, part);
+  CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains(index) && Contains("'" + moved + "'") && Contains(s1) &&
+                                                  Contains("has no such tensor"));
+  // ... and the same tensor only in another shard.
+  auto part2 = load_safetensors(s2);
+  part2[moved] = zeros({2});
+  save_safetensors(s2, part2);
+  CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains("'" + moved + "' is in shard '" + s2) &&
+                                                  Contains("puts it in '" + s1));
+
+  // A tensor in two shards (the map names one).
+  reset();
+  part2 = load_safetensors(s2);
+  part2[moved] = load_safetensors(s1).at(moved);
+  save_safetensors(s2, part2);
+  CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains(index) && Contains("'" + moved + "' is in shard '" + s2));
+
+  // A tensor in a shard but not in the map.
+  reset();
+  json j = read_json(index);
+  j["weight_map"].erase(moved);
+  write_json(index, j);
+  CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains(index) && Contains(s1) && Contains("'" + moved + "'") &&
+                                                  Contains("does not name"));
+  // ... and not in any shard either: the model misses it.
+  part = load_safetensors(s1);
+  part.erase(moved);
+  save_safetensors(s1, part);
+  CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains(index) && Contains("has no tensor '" + moved + "'"));
+
+  // Shard names that are not plain file names in the directory.
+  const std::vector<std::string> bad_names = {"../" + shard_name(0, 3), "sub/" + shard_name(0, 3), "a\\b.safetensors",
+                                             "..", ".", "", "x..safetensors", good + "/" + shard_name(0, 3)};
+  for (const std::string& bad : bad_names) {
+    INFO("shard name '" << bad << "'");
+    reset();
+    j = read_json(index);
+    j["weight_map"][moved] = bad;
+    write_json(index, j);
+    CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains(index) && Contains("'" + moved + "'") &&
+                                                    Contains("a shard must be a file name in the same directory"));
+  }
+
+  // A broken index.
+  const std::vector<std::pair<json, std::string>> cases = {
+      {json::array(), "is not a JSON object"},
+      {{{"metadata", json::object()}}, "'weight_map' is missing"},
+      {{{"weight_map", json::array()}}, "'weight_map' is missing or not an object"},
+      {{{"weight_map", {{moved, 3}}}}, "weight_map entry '" + moved + "' must be a file name (is 3)"},
+      {{{"metadata", "x"}, {"weight_map", json::object()}}, "'metadata' must be an object"},
+  };
+  for (const auto& [value, what] : cases) {
+    INFO(value.dump());
+    reset();
+    write_json(index, value);
+    CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains(index) && Contains(what));
+  }
+  reset();
+  { std::ofstream(index, std::ios::trunc) << "{\"weight_map\": {"; }
+  CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains(index) && Contains("not valid JSON"));
+  // A shard that is not a safetensors file.
+  reset();
+  fs::resize_file(s2, 5);
+  CHECK_THROWS_WITH(lm::import_hf_llama(dir), Contains(s2));
+  fs::remove_all(dir);
+  fs::remove_all(good);
+}
+
+TEST_CASE("hf llama: tapegrad import hf reads a sharded checkpoint", "[hf][tool]") {
+  using namespace tapegrad::testing;
+  const std::string root = temp_dir("tool_sharded");
+  nn::TransformerLM model(small_config(2, true));
+  randomize(model, 43);
+  lm::export_hf_llama(model, root + "/hf");
+  shard(root + "/hf", 2);
+  const ToolResult r = run_tool({"import", "hf", root + "/hf", "--out", root + "/back"}, root + "/import");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("weights    " + root + "/hf/model.safetensors.index.json (2 shards)"));
+  const optim::Checkpoint ck = optim::read_checkpoint(root + "/back/checkpoints/step_00000000.safetensors");
+  for (const auto& [name, t] : model.state_dict()) {
+    INFO(name);
+    CHECK(same_bits(ck.model_state.at(name), t));
+  }
   fs::remove_all(root);
 }

@@ -3,19 +3,25 @@
 //   * the logits of our float32 TransformerLM agree (≤ 1e-4 absolute) with a plain float64 forward written
 //     here straight from the file's arrays, as run.c computes it; the stored RoPE tables are our convention;
 //   * truncated, extended and corrupted files are refused with tapegrad::Error, never read out of bounds;
-//   * encode gives run.c's ids, decode round-trips; damaged tokenizer files are refused.
+//   * encode gives run.c's ids, decode round-trips; damaged tokenizer files are refused;
+//   * version-1 ("ak42") files written here from the same arrays (shared and separate classifier) load
+//     to the same parameters bit for bit and the same logits, through the library and the tool; truncated,
+//     extended and corrupted ones (version, shared_classifier, padding, sizes, random bytes) are refused.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <unistd.h>
 
 #include "autograd/tapegrad.h"
 #include "lm/llama2c.h"
 #include "lm/llama2c_tokenizer.h"
+#include "tool_runner.h"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;
@@ -325,4 +331,255 @@ TEST_CASE("llama2c: damaged tokenizer files are refused", "[llama2c]") {
   spit(p, b);
   REQUIRE_THROWS_WITH(lm::Llama2cTokenizer(p, 512), Catch::Contains("token 0 has length 1073741824 (offset 8)"));
   fs::remove(p);
+}
+
+// ---- version 1 ("ak42") ----------------------------------------------------------------------------
+// The tests write version-1 files themselves from stories260K.bin's arrays: the header and order of
+// llama2.c's export.py version1_export (lm/llama2c.h), with the same float bits as the version-0 file.
+
+namespace {
+
+// The float arrays of a version-0 file by run.c's name, and its 7 header fields.
+struct V0Arrays {
+  int32_t h[7];
+  std::map<std::string, std::vector<float>> a;
+};
+
+V0Arrays split_v0(const std::string& bytes) {
+  V0Arrays v;
+  std::memcpy(v.h, bytes.data(), sizeof v.h);
+  const size_t C = size_t(v.h[0]), F = size_t(v.h[1]), L = size_t(v.h[2]), H = size_t(v.h[3]);
+  const size_t KV = size_t(v.h[4]) * (C / H), V = size_t(std::abs(v.h[5])), T = size_t(v.h[6]), D = C / H;
+  const std::vector<std::pair<std::string, size_t>> order = {
+      {"token_embedding", V * C}, {"rms_att", L * C}, {"wq", L * C * C}, {"wk", L * KV * C}, {"wv", L * KV * C},
+      {"wo", L * C * C}, {"rms_ffn", L * C}, {"w1", L * F * C}, {"w2", L * C * F}, {"w3", L * F * C},
+      {"rms_final", C}, {"freq_cis_real", T * D / 2}, {"freq_cis_imag", T * D / 2}};
+  size_t at = 28;
+  for (const auto& [name, n] : order) {
+    std::vector<float> f(n);
+    REQUIRE(at + 4 * n <= bytes.size());
+    std::memcpy(f.data(), bytes.data() + at, 4 * n);
+    v.a[name] = std::move(f);
+    at += 4 * n;
+  }
+  if (v.h[5] < 0) {
+    std::vector<float> f(V * C);
+    std::memcpy(f.data(), bytes.data() + at, 4 * f.size());
+    v.a["wcls"] = std::move(f);
+    at += 4 * f.size();
+  }
+  REQUIRE(at == bytes.size());
+  return v;
+}
+
+void append(std::string& out, const std::vector<float>& f) {
+  out.append(reinterpret_cast<const char*>(f.data()), 4 * f.size());
+}
+
+// A version-0 file of the arrays: vocab_size negative and wcls at the end when `a` holds one.
+std::string write_v0(const V0Arrays& v) {
+  int32_t h[7];
+  std::memcpy(h, v.h, sizeof h);
+  h[5] = v.a.count("wcls") ? -std::abs(h[5]) : std::abs(h[5]);
+  std::string out(reinterpret_cast<const char*>(h), sizeof h);
+  for (const char* name : {"token_embedding", "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3",
+                           "rms_final", "freq_cis_real", "freq_cis_imag"})
+    append(out, v.a.at(name));
+  if (v.a.count("wcls")) append(out, v.a.at("wcls"));
+  return out;
+}
+
+// A version-1 file of the arrays: the 256-byte header, the norms, the embedding, the matrices, [wcls].
+std::string write_v1(const V0Arrays& v) {
+  const bool shared = !v.a.count("wcls");
+  std::string out(256, '\0');
+  const uint32_t magic = 0x616b3432;
+  const int32_t version = 1;
+  int32_t h[7];
+  std::memcpy(h, v.h, sizeof h);
+  h[5] = std::abs(h[5]);
+  std::memcpy(out.data(), &magic, 4);
+  std::memcpy(out.data() + 4, &version, 4);
+  std::memcpy(out.data() + 8, h, sizeof h);
+  out[36] = shared ? 1 : 0;
+  for (const char* name : {"rms_att", "rms_ffn", "rms_final", "token_embedding", "wq", "wk", "wv", "wo", "w1", "w2", "w3"})
+    append(out, v.a.at(name));
+  if (!shared) append(out, v.a.at("wcls"));
+  return out;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), size_t(ca.numel()) * dtype_size(ca.dtype())) == 0;
+}
+
+// Both files give the same config and the same parameters bit for bit, hence the same logits.
+void require_same_model(const lm::Llama2cModel& a, const lm::Llama2cModel& b) {
+  REQUIRE(a.config.to_config_map() == b.config.to_config_map());
+  REQUIRE(a.weights.size() == b.weights.size());
+  for (const auto& [name, t] : a.weights) {
+    INFO(name);
+    REQUIRE(b.weights.count(name));
+    CHECK(same_bits(t, b.weights.at(name)));
+  }
+  nn::TransformerLM la(a.config), lb(b.config);
+  la.load_state_dict(a.weights);
+  lb.load_state_dict(b.weights);
+  NoGradGuard no_grad;
+  const Tensor ids = from_vector<int64_t>({1, 403, 407, 261, 378, 46, 300, 17, 511, 2, 3}, {1, 11});
+  CHECK(same_bits(la.forward(ids), lb.forward(ids)));
+}
+
+}  // namespace
+
+TEST_CASE("llama2c: a version-1 file imports to the same parameters and logits as version 0", "[llama2c]") {
+  if (!have_files()) return;
+  V0Arrays arrays = split_v0(slurp(kModel));
+  const std::string p0 = temp_path("v0.bin"), p1 = temp_path("v1.bin");
+
+  // stories260K as it is (shared classifier).
+  spit(p1, write_v1(arrays));
+  const lm::Llama2cModel m0 = lm::read_llama2c_model(kModel), m1 = lm::read_llama2c_model(p1);
+  CHECK(m0.version == 0);
+  CHECK(m1.version == 1);
+  CHECK(m1.config.tie_embeddings);
+  CHECK_FALSE(m1.freq_cis_real.defined());  // version 1 stores no RoPE tables
+  require_same_model(m0, m1);
+
+  // A separate classifier (the embedding's floats reversed): the v0 and v1 untied layouts agree.
+  std::vector<float> wcls = arrays.a.at("token_embedding");
+  std::reverse(wcls.begin(), wcls.end());
+  arrays.a["wcls"] = wcls;
+  spit(p0, write_v0(arrays));
+  spit(p1, write_v1(arrays));
+  const lm::Llama2cModel u0 = lm::read_llama2c_model(p0), u1 = lm::read_llama2c_model(p1);
+  CHECK_FALSE(u1.config.tie_embeddings);
+  REQUIRE(u1.weights.count("lm_head.weight"));
+  CHECK(same_bits(u1.weights.at("lm_head.weight"), from_vector<float>(wcls, {512, 64})));
+  require_same_model(u0, u1);
+  fs::remove(p0);
+  fs::remove(p1);
+}
+
+TEST_CASE("llama2c: truncated, extended and corrupted version-1 files are refused", "[llama2c]") {
+  if (!have_files()) return;
+  const std::string bytes = write_v1(split_v0(slurp(kModel)));
+  const std::string p = temp_path("v1_bad.bin");
+  spit(p, bytes);
+  REQUIRE_NOTHROW(lm::read_llama2c_model(p));
+  for (size_t len = bytes.size() - 1; len > 0; len -= std::min<size_t>(len, 97)) {
+    fs::resize_file(p, len);
+    INFO("length " << len);
+    REQUIRE_THROWS_AS(lm::read_llama2c_model(p), Error);
+  }
+  for (size_t len : {size_t(4), size_t(8), size_t(36), size_t(37), size_t(255), size_t(256), size_t(257)}) {
+    spit(p, std::string_view(bytes).substr(0, len));
+    INFO("length " << len);
+    REQUIRE_THROWS_AS(lm::read_llama2c_model(p), Error);
+  }
+  spit(p, std::string_view(bytes).substr(0, 100));
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains(p) && Catch::Contains("shorter than the 256-byte"));
+  spit(p, bytes + "x");
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("1 bytes after the last tensor"));
+  spit(p, bytes.substr(0, bytes.size() - 4));
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("truncated: w3"));
+
+  auto with_int = [&](size_t offset, int32_t value) {
+    std::string b = bytes;
+    std::memcpy(b.data() + offset, &value, 4);
+    spit(p, b);
+  };
+  auto with_byte = [&](size_t offset, unsigned char value) {
+    std::string b = bytes;
+    b[offset] = char(value);
+    spit(p, b);
+  };
+  with_int(4, 0);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains(p) && Catch::Contains("ak42") && Catch::Contains("version 0 (offset 4)"));
+  with_int(4, 3);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("version 3 (offset 4)"));
+  with_int(4, -1);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("version -1 (offset 4)"));
+  with_int(4, 2);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("version 2") && Catch::Contains("Q8_0"));
+  with_byte(36, 2);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("shared_classifier (offset 36) is 2: must be 0 or 1"));
+  with_byte(36, 255);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("shared_classifier (offset 36) is 255"));
+  with_byte(36, 0);  // a separate classifier the file does not hold
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("truncated: wcls"));
+  with_byte(37, 1);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("padding byte at offset 37 is 0x01"));
+  with_byte(255, 0x80);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("offset 255"));
+  with_int(8 + 4 * 5, -512);  // version 1 has no negative vocab_size
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("vocab_size (offset 28) is -512"));
+  with_int(8 + 4 * 3, 0);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("n_heads (offset 20) is 0"));
+  with_int(8 + 4 * 3, 7);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("n_heads 7 (offset 20) does not divide dim"));
+  with_int(8 + 4 * 4, 3);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("n_kv_heads 3 (offset 24) does not divide n_heads"));
+  with_int(8, -64);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("dim (offset 8) is -64"));
+  with_int(8 + 4 * 2, 1 << 30);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("n_layers (offset 16)"));
+  with_int(8 + 4 * 6, 0);
+  REQUIRE_THROWS_WITH(lm::read_llama2c_model(p), Catch::Contains("seq_len (offset 32) is 0"));
+
+  // Random header bytes: refused, except that seq_len (offset 32) sizes no array in version 1 (there are
+  // no RoPE tables), so a change confined to it that stays in range loads with that context length.
+  std::mt19937 rng(11);
+  int refused = 0, loaded = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    std::string b = bytes;
+    const int n = 1 + int(rng() % 8);
+    for (int i = 0; i < n; ++i) b[rng() % 256] = char(rng());
+    if (b.compare(0, 256, bytes, 0, 256) == 0) continue;
+    spit(p, b);
+    INFO("trial " << trial);
+    try {
+      const lm::Llama2cModel m = lm::read_llama2c_model(p);
+      int32_t seq;
+      std::memcpy(&seq, b.data() + 32, 4);
+      std::string only_seq = b;
+      std::memcpy(only_seq.data() + 32, bytes.data() + 32, 4);
+      CHECK(only_seq.compare(0, 256, bytes, 0, 256) == 0);
+      CHECK(m.config.context_length == seq);
+      ++loaded;
+    } catch (const Error&) {
+      ++refused;
+    }
+  }
+  INFO("refused " << refused << ", loaded " << loaded);
+  CHECK(refused > 300);
+  fs::remove(p);
+}
+
+TEST_CASE("llama2c: tapegrad import llama2c reads a version-1 file and generates as from version 0", "[llama2c][tool]") {
+  if (!have_files()) return;
+  using namespace tapegrad::testing;
+  const std::string root = temp_path("tool");
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string v1 = root + "/stories260K_v1.bin";
+  spit(v1, write_v1(split_v0(slurp(kModel))));
+  std::string text[2];
+  for (int version : {0, 1}) {
+    const std::string out = root + "/imported" + std::to_string(version);
+    ToolResult r = run_tool({"import", "llama2c", version == 0 ? kModel : v1, kTok, "--out", out}, out + "_import");
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("llama2.c version " + std::to_string(version)));
+    r = run_tool({"generate", "--checkpoint", out + "/checkpoints/step_00000000.safetensors", "--prompt",
+                  "Once upon a time", "--greedy", "--max-tokens", "40"},
+                 out + "_generate");
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    text[version] = r.out;
+  }
+  CHECK(text[0].size() > 40);
+  CHECK(text[0] == text[1]);
+  fs::remove_all(root);
 }

@@ -1,9 +1,11 @@
 // cmd_import.cpp — `tapegrad import llama2c MODEL.bin TOKENIZER.bin --out DIR`: a llama2.c model
-// (lm/llama2c.h) as a tapegrad checkpoint DIR/checkpoints/step_00000000.safetensors (the weights loaded
-// strictly into a TransformerLM of the file's config; a fresh AdamW record; step 0) with its tokenizer
+// (lm/llama2c.h: export.py's float32 .bin, version 0 or 1) as a tapegrad checkpoint
+// DIR/checkpoints/step_00000000.safetensors (the weights loaded strictly into a TransformerLM of the
+// file's config; a fresh AdamW record; step 0) with its tokenizer
 // copied to DIR/tokenizer.bin, so that `tapegrad generate --checkpoint …` and `eval` work unchanged
 // (lm::codec_for_checkpoint picks the llama2c codec from the checkpoint's "run.tokenizer_kind").
-// `tapegrad import hf DIR --out OUT`: a Hugging Face Llama directory (lm/hf_llama.h) the same way; its
+// `tapegrad import hf DIR --out OUT`: a Hugging Face Llama directory (lm/hf_llama.h: one
+// model.safetensors or a sharded index) the same way; its
 // tokenizer.json, when there is one, is copied to OUT/tokenizer.json and its fingerprint recorded.
 #include <fmt/format.h>
 
@@ -40,7 +42,7 @@ int import_llama2c(Args args) {
   po::options_description opts("tapegrad import llama2c options");
   opts.add_options()("out", po::value<std::string>()->required(), "the directory to write (checkpoints/, tokenizer.bin)");
   po::variables_map vm;
-  if (!parse(args, opts, vm, usage + "\n  MODEL.bin: llama2.c legacy (version 0) model; TOKENIZER.bin: its tokenizer"))
+  if (!parse(args, opts, vm, usage + "\n  MODEL.bin: llama2.c float32 model (export.py --version 0 or 1); TOKENIZER.bin: its tokenizer"))
     return 0;
   TG_CHECK(positional.size() == 2, "import llama2c: expected MODEL.bin and TOKENIZER.bin (usage: {})", usage);
   const std::string& model_path = positional[0];
@@ -60,8 +62,8 @@ int import_llama2c(Args args) {
   const std::string ckpt = lm::step_checkpoint_path(out, 0);
   lm::save_model_checkpoint(model, ckpt,
                             {{"run.tokenizer_kind", "llama2c"}, {"run.tokenizer", tokenizer_out}, {"run.source", model_path}});
-  fmt::print("imported {} ({})\n  checkpoint {}\n  tokenizer  {} ({} tokens)\n", model_path, describe(model), ckpt,
-             tokenizer_out, tok.vocab_size());
+  fmt::print("imported {} (llama2.c version {}; {})\n  checkpoint {}\n  tokenizer  {} ({} tokens)\n", model_path,
+             m.version, describe(model), ckpt, tokenizer_out, tok.vocab_size());
   return 0;
 }
 
@@ -72,7 +74,8 @@ int import_hf(Args args) {
   po::options_description opts("tapegrad import hf options");
   opts.add_options()("out", po::value<std::string>()->required(), "the directory to write (checkpoints/, tokenizer.json)");
   po::variables_map vm;
-  if (!parse(args, opts, vm, usage + "\n  DIR: config.json + model.safetensors of a LlamaForCausalLM [+ tokenizer.json]"))
+  if (!parse(args, opts, vm, usage + "\n  DIR: config.json + model.safetensors (or model.safetensors.index.json + shards) of a "
+                                 "LlamaForCausalLM [+ tokenizer.json]"))
     return 0;
   TG_CHECK(!dir.empty(), "import hf: expected DIR (usage: {})", usage);
   const std::string out = vm["out"].as<std::string>();
@@ -104,7 +107,8 @@ int import_hf(Args args) {
   }
   const std::string ckpt = lm::step_checkpoint_path(out, 0);
   lm::save_model_checkpoint(model, ckpt, extra);
-  fmt::print("imported {} ({})\n  checkpoint {}\n  tokenizer  {}\n", dir, describe(model), ckpt, tok_line);
+  fmt::print("imported {} ({})\n  weights    {}\n  checkpoint {}\n  tokenizer  {}\n", dir, describe(model),
+             m.weights_source, ckpt, tok_line);
   return 0;
 }
 
@@ -116,9 +120,10 @@ int cmd_import(Args args) {
   const std::string format = args[0];
   if (format == "--help" || format == "-h" || format == "help") {
     fmt::print("usage: tapegrad import llama2c MODEL.bin TOKENIZER.bin --out DIR\n"
-               "  a llama2.c model (legacy version-0 .bin) and its tokenizer as a tapegrad checkpoint\n"
+               "  a llama2.c model (float32 .bin, legacy version 0 or \"ak42\" version 1) and its tokenizer as a tapegrad checkpoint\n"
                "usage: tapegrad import hf DIR --out OUT\n"
-               "  a Hugging Face Llama directory (config.json, model.safetensors[, tokenizer.json]) as a tapegrad checkpoint\n");
+               "  a Hugging Face Llama directory (config.json, model.safetensors or sharded model.safetensors.index.json\n"
+               "  [, tokenizer.json]) as a tapegrad checkpoint\n");
     return 0;
   }
   if (format == "llama2c") return import_llama2c(args.subspan(1));
