@@ -158,6 +158,9 @@ Tensor rope_rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, const 
 // Causal scaled dot-product attention: q [B, H, T, D], k, v [B, Hkv, T, D] (grouped-query when
 // Hkv < H: query head h reads kv head h / (H / Hkv)) → [B, H, T, D] (stored as [B, T, H, D]), where
 // query t attends to keys 0..t with weights softmax(scale · q·k). No [T, T] matrix is kept for backward.
+// Inference with a KV cache: k, v may be [B, Hkv, Tk, D] with Tk > T (the cached prefix and the new
+// positions); the queries are the last T positions, query t sees keys 0..t + Tk − T ("bottom-right"
+// causal). Differentiable only when Tk == T.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
 
 // ---- optimizer kernels (autograd/ops/optimizer_kernels.cpp): in place, never recorded ----

@@ -132,12 +132,14 @@ class Backend {
   // inverse: rotate by the negative angle (the backward of the rotation).
   virtual void rope(const TensorView& out, const TensorView& in, const TensorView& cos, const TensorView& sin,
                     const TensorView& positions, bool inverse) = 0;
-  // Causal attention of q [B, H, T, D] with k, v [B, Hkv, T, D] (H a multiple of Hkv; query head h
-  // reads kv head h / (H / Hkv)); every view has D stride 1. out [B, H, T, D] = softmax(scale·q·kᵀ
-  // with keys j > t hidden)·v; lse [B, H, T] receives each row's log-sum-exp (what backward reads).
+  // Causal attention of q [B, H, T, D] with k, v [B, Hkv, Tk, D], Tk ≥ T (H a multiple of Hkv; query
+  // head h reads kv head h / (H / Hkv)); every view has D stride 1. Query t is position t + Tk − T
+  // (Tk > T: keys cached before it). out [B, H, T, D] = softmax(scale·q·kᵀ with keys j > t + Tk − T
+  // hidden)·v; lse [B, H, T] receives each row's log-sum-exp (what backward reads).
   virtual void causal_attention(const TensorView& out, const TensorView& lse, const TensorView& q,
                                 const TensorView& k, const TensorView& v, double scale) = 0;
   // Writes (not accumulates) grad_q, grad_k, grad_v (the shapes of q, k, v, D stride 1) from grad_out.
+  // Backward takes Tk == T only (training has no cache).
   virtual void causal_attention_backward(const TensorView& grad_q, const TensorView& grad_k,
                                          const TensorView& grad_v, const TensorView& grad_out, const TensorView& q,
                                          const TensorView& k, const TensorView& v, const TensorView& out,

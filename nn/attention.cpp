@@ -86,7 +86,7 @@ Tensor CausalSelfAttention::attend(const Tensor& x, const Tensor& positions, boo
 Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t start) const {
   TG_CHECK(x.dim() == 3 && x.size(2) == d_model, "CausalSelfAttention: input must be [B, T, {}], got {}", d_model,
            x.shape());
-  const int64_t B = x.size(0), T = x.size(1), H = n_heads, Hkv = n_kv_heads, G = H / Hkv, D = head_dim;
+  const int64_t B = x.size(0), T = x.size(1), H = n_heads, Hkv = n_kv_heads, D = head_dim;
   const int64_t L = start + T;  // keys attended by the last query
   TG_CHECK(cache.k.size(0) == B && cache.k.size(1) == Hkv && cache.k.size(3) == D && L <= cache.k.size(2),
            "CausalSelfAttention: the KV cache {} does not fit batch {}, {} kv heads of dim {} at positions {}..{}",
@@ -103,22 +103,10 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache::Layer& cach
   }
   cache.k.narrow(2, start, T).copy_(k);
   cache.v.narrow(2, start, T).copy_(v);
+  // Keys 0..L−1 from the cache; query t (position start + t) sees keys j ≤ start + t: the fused
+  // kernel's "bottom-right" causal mask over a longer key sequence (one token while decoding).
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  Tensor y;
-  if (start == 0) {
-    y = causal_attention(q, k, v, scale);  // prefill: the fused kernel on the new positions alone
-  } else {
-    // Keys 0..L−1 from the cache. GQA as in attend(): [B, Hkv, G, T, D] against [B, Hkv, 1, L, D].
-    // Query t (position start+t) sees key j when j ≤ start + t; a single query (decode) sees them all.
-    const Tensor keys = cache.k.narrow(2, 0, L).unsqueeze(2), values = cache.v.narrow(2, 0, L).unsqueeze(2);
-    Tensor mask;
-    if (T > 1) {
-      const Options on_device = Options(kInt64).device(x.device());
-      const Tensor qpos = arange(static_cast<double>(start), static_cast<double>(L), 1.0, on_device).unsqueeze(1);
-      mask = ge(qpos, arange(0.0, static_cast<double>(L), 1.0, on_device).unsqueeze(0));  // [T, 1] ≥ [1, L] → [T, L]
-    }
-    y = scaled_dot_product_attention(q.reshape({B, Hkv, G, T, D}), keys, values, mask).reshape({B, H, T, D});
-  }
+  Tensor y = causal_attention(q, cache.k.narrow(2, 0, L), cache.v.narrow(2, 0, L), scale);  // [B, H, T, D]
   y = y.transpose(1, 2).reshape({B, T, H * D});
   return output_proj->forward(y);
 }

@@ -414,6 +414,46 @@ TEST_CASE("matmul in every supported form matches a naive triple loop", "[forwar
   check_close(vals(matmul(A.to(kFloat32), B.to(kFloat32))), vals(matmul(A, B)), 1e-5);
 }
 
+TEST_CASE("matmul of a single row (the matrix-vector path) matches a naive loop", "[forward][matmul]") {
+  // M = 1 runs as gemv: our own loop for small weights stored [N, K] (Linear's Wᵀ view), BLAS gemv
+  // for large ones and for a row-major b; strided rows and batches of single rows too.
+  for (DType dt : {kFloat64, kFloat32}) {
+    const double tol = dt == kFloat64 ? 1e-12 : 2e-5;
+    INFO("dtype " << dtype_name(dt));
+    struct Size {
+      int64_t K, N;
+    };
+    // small (N·K ≤ 32768, a multiple of 4 rows and not), large (BLAS), K = 1, N = 1
+    for (const Size sz : {Size{64, 172}, Size{7, 5}, Size{512, 96}, Size{1, 9}, Size{33, 1}}) {
+      INFO("K " << sz.K << " N " << sz.N);
+      const int64_t K = sz.K, N = sz.N;
+      Tensor x = rnd({1, K}, 50, dt), W = rnd({N, K}, 51, dt), B = rnd({K, N}, 52, dt);
+      const auto xv = vals(x), wv = vals(W), bv = vals(B);
+      check_close(vals(matmul(x, W.t())), naive_mm(xv, K, 1, wv, 1, K, 1, K, N), tol);  // Wᵀ, column-major
+      check_close(vals(matmul(x, B)), naive_mm(xv, K, 1, bv, N, 1, 1, K, N), tol);      // row-major
+      // a row with stride: row 2 of a [K, 3] matrix's transpose
+      Tensor Xt = rnd({K, 3}, 53, dt);
+      check_close(vals(matmul(Xt.t().narrow(0, 2, 1), W.t())), naive_mm(vals(Xt), 1, 3, wv, 1, K, 1, K, N, 2), tol);
+      // a batch of single rows [2, 1, K] @ [2, K, N] (b as transposed views)
+      Tensor xb = rnd({2, 1, K}, 54, dt), Wb = rnd({2, N, K}, 55, dt);
+      std::vector<double> want;
+      for (int i = 0; i < 2; ++i) {
+        auto c = naive_mm(vals(xb), K, 1, vals(Wb), 1, K, 1, K, N, i * K, i * N * K);
+        want.insert(want.end(), c.begin(), c.end());
+      }
+      check_close(vals(matmul(xb, Wb.transpose(-2, -1))), want, tol);
+    }
+  }
+  // the gradient through a single row equals the one through the same row inside a 2-row batch
+  Tensor W = rnd({6, 10}, 60).requires_grad_(true), x = rnd({1, 10}, 61).requires_grad_(true);
+  matmul(x, W.t()).sum().backward();
+  Tensor W2 = W.detach().clone().requires_grad_(true), x2 = cat({x.detach(), zeros({1, 10}, kFloat64)}, 0);
+  x2.requires_grad_(true);
+  matmul(x2, W2.t()).sum().backward();
+  check_close(vals(W.grad()), vals(W2.grad()));
+  check_close(vals(x.grad()), vals(x2.grad().narrow(0, 0, 1)));
+}
+
 TEST_CASE("cat and stack", "[forward]") {
   Tensor a = tensor({1, 2, 3, 4}, {2, 2}, kFloat64), b = tensor({5, 6}, {1, 2}, kFloat64);
   Tensor c0 = cat({a, b}, 0);

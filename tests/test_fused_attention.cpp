@@ -114,6 +114,38 @@ TEST_CASE("fused causal_attention equals masked softmax attention, values and gr
   }
 }
 
+TEST_CASE("fused causal_attention over a longer key sequence (a KV cache) equals the masked composition",
+          "[fused][attention][kv_cache]") {
+  // q [B, H, T, D] are the last T of Tk positions: query t sees keys j ≤ t + Tk − T ("bottom-right").
+  // T = 1 is a decoding step (the direct loops, per head size: 8 and 16 vectorized, 5 at run time),
+  // T = 70 > the direct-row limit runs the BLAS blocks with the offset.
+  struct Case {
+    int64_t B, H, Hkv, T, Tk, D;
+  };
+  for (const Case c : {Case{1, 8, 4, 1, 37, 8}, Case{2, 2, 2, 1, 9, 16}, Case{1, 3, 1, 1, 300, 5},
+                       Case{1, 2, 1, 3, 20, 8}, Case{2, 4, 2, 70, 100, 8}, Case{1, 2, 2, 1, 1, 64},
+                       Case{1, 4, 4, 2, 130, 32}}) {
+    for (DType dt : {kFloat64, kFloat32}) {
+      INFO("B " << c.B << " H " << c.H << " Hkv " << c.Hkv << " T " << c.T << " Tk " << c.Tk << " D " << c.D << " "
+                << (dt == kFloat64 ? "float64" : "float32"));
+      const double tol = dt == kFloat64 ? 1e-12 : 2e-5;
+      Generator g(21);
+      const double scale = 1.0 / std::sqrt(double(c.D));
+      Tensor q = randn({c.B, c.H, c.T, c.D}, Options(dt), &g) * 2.0;
+      Tensor k = randn({c.B, c.Hkv, c.Tk, c.D}, Options(dt), &g) * 2.0, v = randn({c.B, c.Hkv, c.Tk, c.D}, Options(dt), &g);
+      Tensor y = causal_attention(q, k, v, scale);
+      REQUIRE(y.shape() == q.shape());
+      const Tensor rows = arange(double(c.Tk - c.T), double(c.Tk), 1.0, Options(kInt64)).unsqueeze(1);
+      const Tensor mask = ge(rows, arange(0.0, double(c.Tk), 1.0, Options(kInt64)).unsqueeze(0));  // [T, Tk]
+      const int64_t G = c.H / c.Hkv;
+      Tensor ref = nn::scaled_dot_product_attention(q.reshape({c.B, c.Hkv, G, c.T, c.D}), k.unsqueeze(2),
+                                                    v.unsqueeze(2), mask)
+                       .reshape({c.B, c.H, c.T, c.D});
+      CHECK(worst_ratio(y, ref, tol, tol) <= 1);
+    }
+  }
+}
+
 TEST_CASE("fused causal_attention is the same with 1 and 2 threads", "[fused][attention]") {
   Generator g(9);
   Tensor q = leaf({2, 4, 90, 8}, kFloat32, g), k = leaf({2, 2, 90, 8}, kFloat32, g), v = leaf({2, 2, 90, 8}, kFloat32, g);
@@ -132,8 +164,14 @@ TEST_CASE("fused causal_attention is the same with 1 and 2 threads", "[fused][at
 TEST_CASE("fused causal_attention rejects mismatched shapes", "[fused][attention]") {
   CHECK_THROWS_WITH(causal_attention(zeros({1, 3, 4, 2}), zeros({1, 2, 4, 2}), zeros({1, 2, 4, 2}), 1.0),
                     Catch::Contains("H a multiple of Hkv"));
-  CHECK_THROWS_WITH(causal_attention(zeros({1, 2, 4, 2}), zeros({1, 2, 5, 2}), zeros({1, 2, 5, 2}), 1.0),
-                    Catch::Contains("causal_attention"));
+  // fewer keys than queries
+  CHECK_THROWS_WITH(causal_attention(zeros({1, 2, 5, 2}), zeros({1, 2, 4, 2}), zeros({1, 2, 4, 2}), 1.0),
+                    Catch::Contains("Tk ≥ T"));
+  // more keys than queries (a KV cache) has no gradient: refused when one is needed
+  CHECK_THROWS_WITH(causal_attention(zeros({1, 2, 4, 2}).requires_grad_(true), zeros({1, 2, 5, 2}),
+                                     zeros({1, 2, 5, 2}), 1.0),
+                    Catch::Contains("inference only"));
+  CHECK_NOTHROW(causal_attention(zeros({1, 2, 4, 2}), zeros({1, 2, 5, 2}), zeros({1, 2, 5, 2}), 1.0));
   CHECK_THROWS_WITH(causal_attention(zeros({2, 4, 2}), zeros({2, 4, 2}), zeros({2, 4, 2}), 1.0),
                     Catch::Contains("[B, H, T, D]"));
   CHECK_THROWS(causal_attention(zeros({1, 1, 2, 2}), zeros({1, 1, 2, 2}, kFloat64), zeros({1, 1, 2, 2}), 1.0));

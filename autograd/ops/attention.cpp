@@ -7,6 +7,8 @@
 //   The rotation R is orthogonal, so dx = Rᵀ g = the rotation by −angle. The tables are constants.
 // causal_attention(q [B, H, T, D], k, v [B, Hkv, T, D], scale)
 //   o_t = Σ_{j≤t} P_tj v_j,  P_t = softmax_j≤t(scale · q_t·k_j)
+//   (inference also takes k, v [B, Hkv, Tk, D] with Tk > T, a KV cache: query t is position
+//   t + Tk − T and sees keys j ≤ t + Tk − T; no gradient then)
 //   dv_j = Σ_t P_tj g_t,  dS_tj = P_tj (g_t·v_j − g_t·o_t),  dq_t = scale Σ_j dS_tj k_j,
 //   dk_j = scale Σ_t dS_tj q_t    (P recomputed in backward from the saved per-row log-sum-exp)
 // Both allocate their outputs in the memory order of their input (a [B, H, T, D] view of a
@@ -98,16 +100,21 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   detail::check_same_device(op, q, k);
   detail::check_same_device(op, q, v);
   TG_CHECK(q.dim() == 4 && k.dim() == 4 && k.shape() == v.shape() && k.size(0) == q.size(0) &&
-               k.size(2) == q.size(2) && k.size(3) == q.size(3) && k.size(1) > 0 && q.size(1) % k.size(1) == 0,
-           "{}: need q [B, H, T, D] and k, v [B, Hkv, T, D] with H a multiple of Hkv, got {}, {}, {}", op, q.shape(),
-           k.shape(), v.shape());
+               k.size(2) >= q.size(2) && k.size(3) == q.size(3) && k.size(1) > 0 && q.size(1) % k.size(1) == 0,
+           "{}: need q [B, H, T, D] and k, v [B, Hkv, Tk, D] with H a multiple of Hkv and Tk ≥ T, got {}, {}, {}", op,
+           q.shape(), k.shape(), v.shape());
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  const bool grad = needs_grad({&q, &k, &v});
+  TG_CHECK(!grad || k.size(2) == T,
+           "{}: keys longer than the queries ({} vs {}: a KV cache) are for inference only; there is no gradient "
+           "(run it under NoGradGuard)",
+           op, k.size(2), T);
   const Tensor qb = rows_usable_by_blas(q), kb = rows_usable_by_blas(k), vb = rows_usable_by_blas(v);
   // out in [B, T, H, D] memory, seen as [B, H, T, D]: merging the heads afterwards is a view
   Tensor out = empty({B, T, H, D}, Options(q.dtype()).device(q.device())).transpose(1, 2);
   Tensor lse = empty({B, H, T}, Options(q.dtype()).device(q.device()));
   if (q.numel() > 0) backend_of(q).causal_attention(kview(out), kview(lse), kview(qb), kview(kb), kview(vb), scale);
-  if (needs_grad({&q, &k, &v}))
+  if (grad)
     record(op, {&q, &k, &v}, out,
            [sq = SavedTensor(qb), sk = SavedTensor(kb), sv = SavedTensor(vb), so = SavedTensor(out, true), lse,
             scale](const Tensor& g, GradInputs& dx) {

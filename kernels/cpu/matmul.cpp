@@ -6,6 +6,9 @@
 // Only a matrix with neither (broadcast rows, a slice with a step) is copied first.
 // Batches: one threaded BLAS call per matrix when matrices are large; when they are small and
 // many (attention heads), threads split the batches and each BLAS call runs on one thread.
+// A single row (M = 1: a Linear layer on one token while generating) is a matrix-vector product:
+// BLAS gemv streams the matrix once, where gemm with M = 1 first packs it (5–10× slower at the
+// sizes of a small LM, bench/README.md); small ones run on our own loop (small_gemv).
 #include <cblas.h>
 
 #include <vector>
@@ -40,6 +43,64 @@ inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, i
                  int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
 }
+// y (+)= op(A) x with A stored row-major [rows, cols] (leading dim lda), strided x and y.
+inline void gemv(CBLAS_TRANSPOSE ta, int64_t rows, int64_t cols, const float* A, int64_t lda, const float* x,
+                 int64_t incx, float beta, float* y, int64_t incy) {
+  cblas_sgemv(CblasRowMajor, ta, rows, cols, 1.0f, A, lda, x, incx, beta, y, incy);
+}
+inline void gemv(CBLAS_TRANSPOSE ta, int64_t rows, int64_t cols, const double* A, int64_t lda, const double* x,
+                 int64_t incx, double beta, double* y, int64_t incy) {
+  cblas_dgemv(CblasRowMajor, ta, rows, cols, 1.0, A, lda, x, incx, beta, y, incy);
+}
+
+// Up to this many multiply-adds (128 KiB of float32 weights, L2-resident) a matrix-vector product
+// runs on our own loop, on the calling thread: OpenBLAS's gemv costs more per call at these sizes
+// (and forks its threads above 9,216 elements, which costs more than the product itself).
+constexpr double kSmallGemv = 32768;
+
+// y[n] (+)= Σ_k x[k] W[n, k] for W stored row-major [N, K] (leading dim ldw), x contiguous: four rows
+// at a time, each a vectorized dot product.
+template <class T>
+void small_gemv(T* y, int64_t incy, const T* x, const T* W, int64_t ldw, int64_t N, int64_t K, bool accumulate) {
+  int64_t n = 0;
+  for (; n + 4 <= N; n += 4) {
+    const T *w0 = W + n * ldw, *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;
+    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+    for (int64_t k = 0; k < K; ++k) {
+      s0 += x[k] * w0[k];
+      s1 += x[k] * w1[k];
+      s2 += x[k] * w2[k];
+      s3 += x[k] * w3[k];
+    }
+    const T s[4] = {s0, s1, s2, s3};
+    for (int u = 0; u < 4; ++u) y[(n + u) * incy] = (accumulate ? y[(n + u) * incy] : T(0)) + s[u];
+  }
+  for (; n < N; ++n) {
+    const T* w = W + n * ldw;
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t k = 0; k < K; ++k) sum += x[k] * w[k];
+    y[n * incy] = (accumulate ? y[n * incy] : T(0)) + sum;
+  }
+}
+
+// out[1, N] (+)= a[1, K] @ b[K, N] for a b that BLAS reads directly (layout lb), as one gemv:
+//   b stored [N, K] (a transposed view, as Linear's Wᵀ): y = B_stored · a   (NoTrans, N × K)
+//   b stored [K, N] (row-major):                          y = B_storedᵀ · a  (Trans,   K × N)
+// Strides of 0 (a broadcast a or out) are not valid BLAS increments: the caller packs those.
+template <class T>
+void row_times_matrix(T* C, int64_t ocs, const T* A, int64_t acs, const T* B, const BlasMatrix& lb, int64_t N,
+                      int64_t K, bool accumulate) {
+  if (lb.trans == CblasTrans && acs == 1 && double(N) * double(K) <= kSmallGemv) {
+    small_gemv(C, ocs, A, B, lb.ld, N, K, accumulate);
+    return;
+  }
+  if (!accumulate)  // BLAS may read y even with beta = 0 (0 · NaN): start from zeros
+    for (int64_t j = 0; j < N; ++j) C[j * ocs] = T(0);
+  if (lb.trans == CblasTrans) gemv(CblasNoTrans, N, K, B, lb.ld, A, acs, T(1), C, ocs);
+  else gemv(CblasTrans, K, N, B, lb.ld, A, acs, T(1), C, ocs);
+}
 
 // Copies a strided rows×cols matrix into a dense row-major buffer.
 template <class T>
@@ -72,6 +133,10 @@ void matmul_typed(const TensorView& out, const TensorView& a, const TensorView& 
       if (!accumulate)
         for (int64_t i = 0; i < M; ++i)
           for (int64_t j = 0; j < N; ++j) C[i * ors + j * ocs] = T(0);
+      return;
+    }
+    if (M == 1 && lb.direct && (K == 1 || acs > 0) && (N == 1 || ocs > 0)) {
+      row_times_matrix(C, N == 1 ? 1 : ocs, A, K == 1 ? 1 : acs, B, lb, N, K, accumulate);
       return;
     }
     std::vector<T> pa, pb, pc;

@@ -1,7 +1,9 @@
 // fused_attention.cu — causal attention on the GPU, forward and backward, FlashAttention-2 style:
 // SIMT kernels (float32 and float64, no tensor cores) that never build the [T, T] matrices.
 //
-// One head: q [T, D], k and v [T, D], scale s. Query row t sees keys j ≤ t:
+// One head: q [T, D], k and v [T, D], scale s. Query row t sees keys j ≤ t (the forward also takes
+// k, v [Tk, D] with Tk > T, a KV cache: query t is then position t + off, off = Tk − T, and sees
+// keys j ≤ t + off; the backward takes Tk = T only):
 //   S_tj = s·q_t·k_j,   lse_t = log Σ_{j≤t} exp(S_tj),   P_tj = exp(S_tj − lse_t),   o_t = Σ_j P_tj v_j
 // Backward (g = dL/do):  Δ_t = g_t·o_t,  dP_tj = g_t·v_j,  dS_tj = P_tj (dP_tj − Δ_t)
 //   dq_t = s Σ_j dS_tj k_j,   dk_j = s Σ_t dS_tj q_t,   dv_j = Σ_t P_tj g_t
@@ -201,6 +203,7 @@ ATTENTION_UNROLL
 // The sizes every kernel needs.
 struct Dims {
   int T, D, H, Hkv, G;
+  int Tk, off;  // keys per head and Tk − T (0 but in the forward over a KV cache)
 };
 
 // ---- forward ----
@@ -228,7 +231,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const int b = blockIdx.x / n.H, h = blockIdx.x % n.H, kv = h / n.G;
   const int row0 = (gridDim.y - 1 - blockIdx.y) * Br;  // the longest rows first
-  const int key_end = min_of(n.T, row0 + Br);             // keys ≤ the block's last row
+  const int key_end = min_of(n.Tk, row0 + Br + n.off);    // keys ≤ the block's last row
   const T* kh = k.at(b, kv);
   const T* vh = v.at(b, kv);
   load_rows(Qs, Dq, q.at(b, h), q.st, row0, Br, n.T, n.D);
@@ -240,8 +243,8 @@ ATTENTION_UNROLL
 
   for (int k0 = 0; k0 < key_end; k0 += Bc) {
     __syncthreads();  // the previous tile's readers are done (and Qs is complete)
-    load_rows(Ks, Dp, kh, k.st, k0, Bc, n.T, n.D);
-    load_rows(Vs, Dq, vh, v.st, k0, Bc, n.T, n.D);
+    load_rows(Ks, Dp, kh, k.st, k0, Bc, n.Tk, n.D);
+    load_rows(Vs, Dq, vh, v.st, k0, Bc, n.Tk, n.D);
     __syncthreads();
     // S[r][c] = q_t·k_j for t = row0 + warp·R + r, j = k0 + lane + 32c
     T s[R][KPL];
@@ -254,7 +257,7 @@ ATTENTION_UNROLL
 ATTENTION_UNROLL
       for (int c = 0; c < KPL; ++c) {
         const int j = k0 + lane + 32 * c;
-        s[r][c] = j <= t && t < n.T ? scale * s[r][c] : negative_infinity<T>();
+        s[r][c] = j <= t + n.off && t < n.T ? scale * s[r][c] : negative_infinity<T>();
         tile_max = s[r][c] > tile_max ? s[r][c] : tile_max;
       }
       tile_max = warp_max(tile_max);
@@ -514,7 +517,7 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int b = blockIdx.x / n.H, h = blockIdx.x % n.H, kv = h / n.G;
   const int first_row = (gridDim.y - 1 - blockIdx.y) * kWarps, t = first_row + warp;
-  const int key_end = min_of(n.T, first_row + kWarps);
+  const int key_end = min_of(n.Tk, first_row + kWarps + n.off);
   const bool active = t < n.T;
   const T* qrow = q.at(b, h) + t * q.st;
   const T* kh = k.at(b, kv);
@@ -526,7 +529,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int k0 = 0; k0 < key_end; k0 += 32) {
     const int j = k0 + lane;
     T s = negative_infinity<T>();
-    if (active && j <= t) {
+    if (active && j <= t + n.off) {
       const T* krow = kh + j * k.st;
       s = scale * dot_product(qrow, krow, n.D);
     }
@@ -540,7 +543,7 @@ __global__ void __launch_bounds__(kThreads)
     p_tile[warp][lane] = p;
     __syncthreads();
     if (active) {
-      const int keys = min_of(32, t + 1 - k0);
+      const int keys = min_of(32, t + n.off + 1 - k0);
       for (int d = lane; d < n.D; d += 32) {
         T acc = T(0);
         for (int jj = 0; jj < keys; ++jj) acc += p_tile[warp][jj] * vh[(k0 + jj) * v.st + d];
@@ -686,15 +689,18 @@ void allow_shared_bytes(Kernel* kernel, size_t bytes) {
 }
 
 // The host-side checks of both directions: float dtypes, 4-d views of matching shapes, D stride 1.
+// longer_keys: k, v may have more positions than q (the forward over a KV cache).
 Dims check_attention_views(const char* op, const TensorView& q, const TensorView& k,
                            std::initializer_list<const TensorView*> like_q,
-                           std::initializer_list<const TensorView*> like_k, const TensorView& lse) {
+                           std::initializer_list<const TensorView*> like_k, const TensorView& lse,
+                           bool longer_keys) {
   if (q.dtype != DType::Float32 && q.dtype != DType::Float64)
     throw Error(fmt::format("{}: dtype {} is not supported (float32 or float64 expected)", op, q.dtype));
-  TG_CHECK(q.ndim() == 4 && k.ndim() == 4 && k.shape[0] == q.shape[0] && k.shape[2] == q.shape[2] &&
-               k.shape[3] == q.shape[3] && k.shape[1] > 0 && q.shape[1] % k.shape[1] == 0,
-           "{}: need q [B, H, T, D] and k, v [B, Hkv, T, D] with H a multiple of Hkv, got {}, {}", op, q.shape,
-           k.shape);
+  TG_CHECK(q.ndim() == 4 && k.ndim() == 4 && k.shape[0] == q.shape[0] &&
+               (longer_keys ? k.shape[2] >= q.shape[2] : k.shape[2] == q.shape[2]) && k.shape[3] == q.shape[3] &&
+               k.shape[1] > 0 && q.shape[1] % k.shape[1] == 0,
+           "{}: need q [B, H, T, D] and k, v [B, Hkv, {}, D] with H a multiple of Hkv, got {}, {}", op,
+           longer_keys ? "Tk ≥ T" : "T", q.shape, k.shape);
   for (const TensorView* t : like_q)
     TG_CHECK(t->shape == q.shape && t->dtype == q.dtype, "{}: a tensor of shape {} ({}) where {} ({}) is expected",
              op, t->shape, t->dtype, q.shape, q.dtype);
@@ -713,9 +719,10 @@ Dims check_attention_views(const char* op, const TensorView& q, const TensorView
            q.dtype, lse.shape, lse.dtype);
   // grid (B·H, tiles of at least kWarps rows): gridDim.y ≤ 65535
   TG_CHECK(q.shape[2] <= int64_t(65535) * kWarps && q.shape[3] < (int64_t(1) << 30) &&
-               q.shape[0] * q.shape[1] < (int64_t(1) << 31) - 1,
-           "{}: sizes {} are too large for the CUDA kernels", op, q.shape);
-  return {int(q.shape[2]), int(q.shape[3]), int(q.shape[1]), int(k.shape[1]), int(q.shape[1] / k.shape[1])};
+               k.shape[2] < (int64_t(1) << 30) && q.shape[0] * q.shape[1] < (int64_t(1) << 31) - 1,
+           "{}: sizes {} (keys {}) are too large for the CUDA kernels", op, q.shape, k.shape);
+  return {int(q.shape[2]), int(q.shape[3]), int(q.shape[1]), int(k.shape[1]), int(q.shape[1] / k.shape[1]),
+          int(k.shape[2]), int(k.shape[2] - q.shape[2])};
 }
 
 unsigned tiles(int T, int rows_per_tile) { return unsigned((T + rows_per_tile - 1) / rows_per_tile); }
@@ -831,7 +838,7 @@ void run_backward(CudaBackend& backend, const TensorView& grad_q, const TensorVi
 
 void CudaBackend::causal_attention(const TensorView& out, const TensorView& lse, const TensorView& q,
                                    const TensorView& k, const TensorView& v, double scale) {
-  const Dims n = check_attention_views("causal_attention", q, k, {&out}, {&v}, lse);
+  const Dims n = check_attention_views("causal_attention", q, k, {&out}, {&v}, lse, /*longer_keys=*/true);
   if (q.shape[0] == 0 || n.H == 0 || n.T == 0) return;  // no rows (D = 0 still writes lse = log(t + 1))
   if (q.dtype == DType::Float32)
     run_forward<float>(out, lse, q, k, v, n, scale);
@@ -844,7 +851,7 @@ void CudaBackend::causal_attention_backward(const TensorView& grad_q, const Tens
                                             const TensorView& q, const TensorView& k, const TensorView& v,
                                             const TensorView& out, const TensorView& lse, double scale) {
   const Dims n = check_attention_views("causal_attention_backward", q, k, {&grad_q, &grad_out, &out},
-                                       {&grad_k, &grad_v, &v}, lse);
+                                       {&grad_k, &grad_v, &v}, lse, /*longer_keys=*/false);
   if (q.shape[0] == 0 || n.H == 0 || n.T == 0 || n.D == 0) return;  // every gradient is empty
   if (q.dtype == DType::Float32)
     run_backward<float>(*this, grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse, n, scale);

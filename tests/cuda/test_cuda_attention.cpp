@@ -188,6 +188,41 @@ TEST_CASE("attention: large scores (the running max is rescaled across key tiles
   check_float32_accuracy({1, 2, 1, 70, 160}, 1.0, /*qk_magnitude=*/2.0);
 }
 
+TEST_CASE("attention: the forward over a longer key sequence (a KV cache) matches the CPU", "[cuda][attention]") {
+  // q: the last T of Tk positions (query t sees keys j ≤ t + Tk − T). T = 1 is a decoding step; the
+  // D = 160 case runs the row-per-warp fallback. The backward refuses Tk ≠ T.
+  manual_seed(606);
+  struct Case {
+    int64_t B, H, Hkv, T, Tk, D;
+  };
+  for (DType dtype : {kFloat32, kFloat64})
+    for (const Case c : {Case{1, 8, 4, 1, 37, 8}, Case{2, 2, 2, 1, 200, 16}, Case{1, 4, 1, 5, 70, 64},
+                         Case{1, 2, 2, 40, 129, 32}, Case{1, 2, 1, 3, 50, 160}}) {
+      INFO("B " << c.B << " H " << c.H << " Hkv " << c.Hkv << " T " << c.T << " Tk " << c.Tk << " D " << c.D << " "
+                << dtype_name(dtype));
+      const Options opts(dtype);
+      const Tensor q = randn({c.B, c.H, c.T, c.D}, opts), k = randn({c.B, c.Hkv, c.Tk, c.D}, opts),
+                   v = randn({c.B, c.Hkv, c.Tk, c.D}, opts);
+      const double scale = 1.0 / std::sqrt(double(c.D));
+      Tensor out = empty({c.B, c.H, c.T, c.D}, opts), lse = empty({c.B, c.H, c.T}, opts);
+      cpu_be().causal_attention(view(out), view(lse), view(q), view(k), view(v), scale);
+      const Options on_gpu = opts.device(gpu());
+      Tensor gout = empty({c.B, c.H, c.T, c.D}, on_gpu), glse = empty({c.B, c.H, c.T}, on_gpu);
+      const Tensor gq = on_cuda(q), gk = on_cuda(k), gv = on_cuda(v);
+      gpu_be().causal_attention(view(gout), view(glse), view(gq), view(gk), view(gv), scale);
+      const double atol = dtype == kFloat64 ? 1e-12 : 1e-6 * std::sqrt(double(c.Tk));
+      expect_close(out, gout, rtol_for(dtype), atol, "out");
+      expect_close(lse, glse, rtol_for(dtype), atol, "lse");
+      if (c.T != c.Tk) {
+        Tensor gk_grad = empty({c.B, c.Hkv, c.Tk, c.D}, on_gpu);
+        CHECK_THROWS_WITH(gpu_be().causal_attention_backward(view(gout), view(gk_grad), view(gk_grad), view(gout),
+                                                             view(gq), view(gk), view(gv), view(gout), view(glse),
+                                                             scale),
+                          Catch::Contains("causal_attention_backward"));
+      }
+    }
+}
+
 TEST_CASE("attention: integer tensors are rejected naming the op", "[cuda][attention]") {
   const Options on_gpu = Options(kInt32).device(gpu());
   const Tensor q = empty({1, 1, 4, 2}, on_gpu), out = empty({1, 1, 4, 2}, on_gpu), lse = empty({1, 1, 4}, on_gpu);
