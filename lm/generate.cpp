@@ -62,7 +62,7 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
 
   r.prefill_tokens = int64_t(all.size() - first);
   auto t0 = Clock::now();
-  Tensor logits = model.forward(as_batch(std::span(all).subspan(first)), cache);
+  Tensor logits = model.forward(as_batch(std::span(all).subspan(first)), cache, /*last_only=*/true);
   uint32_t next = sample_last(sampler, logits);
   r.prefill_seconds = seconds_since(t0);
   t0 = Clock::now();
@@ -77,7 +77,7 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
     if (n + 1 == o.max_tokens) break;
     if (cache.length() == cache.capacity()) {  // only with `sliding`: re-read the last context − 1 tokens
       cache.reset();
-      logits = model.forward(as_batch(std::span(all).last(size_t(context - 1))), cache);
+      logits = model.forward(as_batch(std::span(all).last(size_t(context - 1))), cache, /*last_only=*/true);
     } else {
       const uint32_t id[1] = {next};
       logits = model.forward(as_batch(id), cache);

@@ -163,27 +163,49 @@ StepStats Trainer::train_step() {
   const double lr = optim::cosine_lr(step_, options_.lr, options_.min_lr, options_.warmup_steps, cosine);
   DetectAnomalyGuard anomaly(options_.detect_anomaly);
   optimizer_->zero_grad();
-  double loss_sum = 0;
-  std::string bad_loss;  // "the loss is nan (micro-batch 0)" when a loss is not finite
+  // On the CPU each micro-batch's loss is read as it is made. On a GPU a read synchronises the host
+  // with the device, so the losses stay there and are read once, with the gradient norm, after
+  // backward: one synchronisation per step, whatever grad_accum is.
+  const bool on_host = options_.device.type == DeviceType::CPU;
+  std::vector<double> losses;        // per micro-batch, as read
+  std::vector<Tensor> device_values; // on a GPU: the losses [1] each, then the norm
   try {
-    for (int64_t micro = 0; micro < options_.grad_accum && bad_loss.empty(); ++micro) {
+    for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
       const data::Batch b = data::get_batch(train_, options_.batch_size, c.context_length, data_gen_);
       const Device d = options_.device;  // the batch is drawn on the host, then copied
       Tensor loss = nn::cross_entropy(model_->forward(b.inputs.to(d)), b.targets.to(d));
-      const double value = loss.item<double>();
-      loss_sum += value;
-      if (!std::isfinite(value))
-        bad_loss = fmt::format("the loss is {} (micro-batch {})", std::isnan(value) ? "NaN" : fmt::format("{}", value), micro);
-      // Backward even then: the gradients show which parameter went wrong first.
+      if (on_host) losses.push_back(loss.item<double>());
+      else device_values.push_back(loss.detach().to(kFloat64).reshape({1}));
+      // Backward even for a loss that is not finite: the gradients show which parameter went wrong first.
       (options_.grad_accum > 1 ? loss * (1.0 / double(options_.grad_accum)) : loss).backward();
+      if (on_host && !std::isfinite(losses.back())) break;
     }
   } catch (const Error& e) {
     if (!options_.detect_anomaly || !std::string_view(e.what()).starts_with("anomaly detection")) throw;
     throw DivergedError(fmt::format("step {}: {}", step_ + 1, e.what()));
   }
-  // The norm before clipping; clip_grad_norm scales nothing when it is not finite.
+  // The norm before clipping; clipping scales nothing when it is not finite.
   const double max_norm = options_.grad_clip > 0 ? options_.grad_clip : std::numeric_limits<double>::max();
-  const double norm = optim::clip_grad_norm(optimizer_->params(), max_norm);
+  double norm = 0;
+  if (on_host) {
+    norm = optim::clip_grad_norm(optimizer_->params(), max_norm);
+  } else {
+    const Tensor n = optim::clip_grad_norm_tensor(optimizer_->params(), max_norm);
+    device_values.push_back(n.defined() ? n.reshape({1}) : zeros({1}, Options(kFloat64).device(options_.device)));
+    std::vector<double> read = cat(device_values, 0).to_vector<double>();  // the step's one synchronisation
+    norm = read.back();
+    read.pop_back();
+    losses = std::move(read);
+  }
+  double loss_sum = 0;
+  std::string bad_loss;  // "the loss is nan (micro-batch 0)" when a loss is not finite
+  for (size_t micro = 0; micro < losses.size(); ++micro) {
+    const double value = losses[micro];
+    loss_sum += value;
+    if (bad_loss.empty() && !std::isfinite(value))
+      bad_loss = fmt::format("the loss is {} (micro-batch {})", std::isnan(value) ? "NaN" : fmt::format("{}", value),
+                             micro);
+  }
   if (!bad_loss.empty() || !std::isfinite(norm)) {
     const std::string name = first_nonfinite_gradient();
     throw DivergedError(fmt::format("step {}: {}the gradient norm is {}; the first parameter whose gradient is not "

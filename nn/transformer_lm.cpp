@@ -54,7 +54,7 @@ Tensor TransformerLM::forward(const Tensor& ids, std::vector<Tensor>* hidden) co
   return matmul(x, token_embeddings->weight.t());          // tied: W_E [V, C]
 }
 
-Tensor TransformerLM::forward(const Tensor& ids, KVCache& cache) const {
+Tensor TransformerLM::forward(const Tensor& ids, KVCache& cache, bool last_only) const {
   TG_CHECK(ids.defined() && ids.dim() == 2, "TransformerLM: token ids must be [B, T]");
   const int64_t T = ids.size(1), start = cache.length();
   TG_CHECK(T >= 1, "TransformerLM: no token ids to run");
@@ -68,6 +68,7 @@ Tensor TransformerLM::forward(const Tensor& ids, KVCache& cache) const {
   Tensor x = token_embeddings->forward(ids);  // [B, T, C]
   for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward_cached(x, cache.layer(l), start);
   cache.advance(T);
+  if (last_only && T > 1) x = x.narrow(1, T - 1, 1);  // [B, 1, C]
   x = ln_final->forward(x);
   if (lm_head) return lm_head->forward(x);
   return matmul(x, token_embeddings->weight.t());

@@ -63,7 +63,9 @@ class TransformerLM : public Module {
   // Inference with a KV cache (nn/kv_cache.h): ids [B, T] are the positions cache.length() ..
   // cache.length()+T−1; → logits [B, T, V], and the cache has advanced by T. Runs without a tape
   // (NoGradGuard inside). An error, with the cache unchanged, when the positions do not fit.
-  Tensor forward(const Tensor& ids, KVCache& cache) const;
+  // last_only: logits of the last position alone, [B, 1, V] (a prompt's prefill needs no more; the
+  // classifier is then run on one row instead of T).
+  Tensor forward(const Tensor& ids, KVCache& cache, bool last_only = false) const;
 
   TransformerLMConfig config;
   std::shared_ptr<Embedding> token_embeddings;

@@ -1,7 +1,8 @@
 // test_kv_cache.cpp — TransformerLM::forward(ids, KVCache&) against the full forward: the logits at
-// every position agree (float64 ≤ 1e-12, float32 ≤ 1e-5 relative) for multi-head, grouped-query and
-// multi-query attention, tied and untied heads, batch 1 and 2, prompts of length 1 and > 1, one token
-// at a time and in chunks; the cache's capacity and shape errors.
+// every position agree (float64 ≤ 1e-12, float32 ≤ 1e-5 relative; also with last_only) for multi-head,
+// grouped-query and multi-query attention, tied and untied heads, batch 1 and 2, prompts of length 1
+// and > 1, one token at a time and in chunks; the cache's capacity and shape errors; decoding steps
+// that take no new memory from the system.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "autograd/tapegrad.h"
 #include "nn/kv_cache.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "nn/transformer_lm.h"
 
 using namespace tapegrad;
@@ -41,13 +43,17 @@ double rel_diff(const Tensor& a, const Tensor& b) {
 void check_chunks(const TransformerLM& lm, const Tensor& ids, const std::vector<int64_t>& chunks, double tol) {
   NoGradGuard no_grad;
   const Tensor full = lm.forward(ids);  // [B, N, V]
-  KVCache cache(lm.config, ids.size(0));
+  KVCache cache(lm.config, ids.size(0)), last_cache(lm.config, ids.size(0));
   int64_t start = 0;
   for (int64_t len : chunks) {
     const Tensor logits = lm.forward(ids.narrow(1, start, len), cache);
     INFO("positions " << start << ".." << start + len - 1);
     REQUIRE(logits.shape() == Shape{ids.size(0), len, lm.config.vocab_size});
     CHECK(rel_diff(logits, full.narrow(1, start, len)) <= tol);
+    // last_only: the last position's logits alone
+    const Tensor last = lm.forward(ids.narrow(1, start, len), last_cache, /*last_only=*/true);
+    REQUIRE(last.shape() == Shape{ids.size(0), 1, lm.config.vocab_size});
+    CHECK(rel_diff(last, full.narrow(1, start + len - 1, 1)) <= tol);
     start += len;
     CHECK(cache.length() == start);
   }
@@ -107,4 +113,27 @@ TEST_CASE("KV cache: capacity, reset and shape errors", "[nn][kv_cache]") {
   // No tape: the logits of a cached forward do not require grad even though the weights do.
   KVCache c2(lm.config, 1);
   CHECK_FALSE(lm.forward(ids.narrow(1, 0, 3), c2).requires_grad());
+}
+
+TEST_CASE("KV cache: decoding steps after the first take no new memory from the system", "[nn][kv_cache]") {
+  // The CPU allocator's cache serves every buffer a decoding step makes once the first step has made
+  // them (kernels/cpu/allocator.cpp): no malloc, no page faults per token. Sizes take both matrix-vector
+  // paths (our loop for the blocks, BLAS gemv for the 1000 × 64 classifier) and GQA.
+  TransformerLMConfig c = small_config(8, 4, kFloat32);
+  c.vocab_size = 1000;
+  c.d_model = 64;
+  c.d_ff = 172;
+  c.context_length = 300;
+  Generator g(3);
+  TransformerLM lm(c, &g);
+  NoGradGuard no_grad;
+  KVCache cache(lm.config, 1);
+  Tensor logits = lm.forward(from_vector<int64_t>({1, 5, 9, 2}, {1, 4}), cache);
+  auto next = [&] { return from_vector<int64_t>({argmax(logits.select(1, logits.size(1) - 1), -1).item<int64_t>()}, {1, 1}); };
+  for (int i = 0; i < 2; ++i) logits = lm.forward(next(), cache);  // the first decoding steps
+  const uint64_t before = kernels::cpu::cpu_system_allocations();
+  CHECK(before > 0);  // the counter counts (building the model and the cache took memory)
+  for (int i = 0; i < 250; ++i) logits = lm.forward(next(), cache);
+  CHECK(cache.length() == 256);
+  CHECK(kernels::cpu::cpu_system_allocations() == before);
 }

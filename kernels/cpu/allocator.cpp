@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -121,6 +122,10 @@ SmallCache& small_cache() {
   return c;
 }
 
+// Blocks requested from the system (malloc / aligned_alloc), counted for tests: a step that reuses
+// its buffers (a decoding step after the first) adds none. Only the slow path counts.
+std::atomic<uint64_t> system_allocations{0};
+
 size_t round_large(size_t n) { return (n + kLargeRound - 1) / kLargeRound * kLargeRound; }
 size_t round_medium(size_t n) { return (n + kMediumRound - 1) / kMediumRound * kMediumRound; }
 
@@ -133,6 +138,7 @@ void* CpuBackend::allocate(size_t nbytes) {
       if (void* p = small_cache().take(cls)) return p;
     void* p = std::malloc((cls + 1) * kSmallClass);
     if (!p) throw std::bad_alloc();
+    system_allocations.fetch_add(1, std::memory_order_relaxed);
     return p;
   }
   if (nbytes < kLarge) {
@@ -145,6 +151,7 @@ void* CpuBackend::allocate(size_t nbytes) {
       if (void* p = cache().take(size)) return p;
     void* p = std::malloc(size);
     if (!p) throw std::bad_alloc();
+    system_allocations.fetch_add(1, std::memory_order_relaxed);
     return p;
   }
   const size_t size = round_large(nbytes);
@@ -152,6 +159,7 @@ void* CpuBackend::allocate(size_t nbytes) {
     if (void* p = cache().take(size)) return p;
   void* p = std::aligned_alloc(kHugeAlign, (size + kHugeAlign - 1) / kHugeAlign * kHugeAlign);
   if (!p) throw std::bad_alloc();
+  system_allocations.fetch_add(1, std::memory_order_relaxed);
   madvise(p, size, MADV_HUGEPAGE);
   return p;
 }
@@ -174,6 +182,7 @@ void CpuBackend::copy_on_device(void* dst, const void* src, size_t nbytes) {
   if (nbytes) std::memcpy(dst, src, nbytes);
 }
 
+uint64_t cpu_system_allocations() { return system_allocations.load(std::memory_order_relaxed); }
 size_t cpu_cached_bytes() { return BlockCache::destroyed ? 0 : cache().cached(); }
 void cpu_empty_cache() {
   if (!BlockCache::destroyed) cache().release_all();

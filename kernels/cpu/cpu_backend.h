@@ -70,5 +70,8 @@ CpuBackend& cpu_backend();
 // Bytes the CPU caching allocator holds for reuse, and gives them back to the system.
 size_t cpu_cached_bytes();
 void cpu_empty_cache();
+// Blocks the CPU allocator has requested from the system since the start (cache misses): a loop that
+// reuses its buffers — a decoding step after the first — adds none.
+uint64_t cpu_system_allocations();
 
 }  // namespace tapegrad::kernels::cpu

@@ -102,11 +102,11 @@ AttentionSizes sizes_of(const TensorView& q, const TensorView& k) {
 }
 
 // A thread's scratch buffer of at least n elements, kept between calls (decoding calls this once per
-// layer and token: no allocation after the first).
+// layer and token with one more key each time: it grows by doubling, so almost never reallocates).
 template <class T>
 T* thread_scratch(size_t n) {
   thread_local std::vector<T> buffer;
-  if (buffer.size() < n) buffer.resize(n);
+  if (buffer.size() < n) buffer.resize(std::max(n, 2 * buffer.size()));  // doubling: O(log T) growths
   return buffer.data();
 }
 

@@ -206,7 +206,7 @@ TEST_CASE("attention: the forward over a longer key sequence (a KV cache) matche
       const double scale = 1.0 / std::sqrt(double(c.D));
       Tensor out = empty({c.B, c.H, c.T, c.D}, opts), lse = empty({c.B, c.H, c.T}, opts);
       cpu_be().causal_attention(view(out), view(lse), view(q), view(k), view(v), scale);
-      const Options on_gpu = opts.device(gpu());
+      const Options on_gpu = Options(dtype).device(gpu());
       Tensor gout = empty({c.B, c.H, c.T, c.D}, on_gpu), glse = empty({c.B, c.H, c.T}, on_gpu);
       const Tensor gq = on_cuda(q), gk = on_cuda(k), gv = on_cuda(v);
       gpu_be().causal_attention(view(gout), view(glse), view(gq), view(gk), view(gv), scale);

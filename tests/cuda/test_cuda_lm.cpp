@@ -236,3 +236,24 @@ TEST_CASE("lm: the Trainer on cuda:0 (train --device cuda) gives the CPU's losse
   }
   CHECK(std::abs(val_loss[0] - val_loss[1]) <= 1e-4 * val_loss[0]);
 }
+
+TEST_CASE("lm: a Trainer step on cuda:0 synchronises once, whatever grad_accum is", "[cuda][lm][train]") {
+  // The micro-batches' losses stay on the device and are read with the gradient norm after backward.
+  std::vector<uint32_t> tokens(3000);
+  Generator g(19);
+  for (auto& t : tokens) t = static_cast<uint32_t>(g.below(48));
+  const data::TokenSource train = std::span<const uint32_t>(tokens.data(), tokens.size());
+  lm::TrainOptions o;
+  o.batch_size = 2;
+  o.grad_accum = 3;
+  o.steps = 4;
+  o.warmup_steps = 1;
+  o.device = gpu();
+  lm::Trainer t(tiny_config(kFloat32), o, train, std::nullopt);
+  t.train_step();  // warm: optimizer state
+  const uint64_t syncs = kernels::cuda::sync_count();
+  const lm::StepStats s = t.train_step();
+  CHECK(kernels::cuda::sync_count() == syncs + 1);
+  CHECK(std::isfinite(s.loss));
+  CHECK(std::isfinite(s.grad_norm));
+}
