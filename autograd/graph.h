@@ -15,6 +15,8 @@ namespace tapegrad {
 class Node;
 
 // The tape entries reachable from `root`, in recording order (oldest first). Empty for a leaf.
+// The pointers are borrowed from root's graph: valid while `root` (or a tensor sharing its graph)
+// lives — not for `tape_entries(f(x))` in a range-for, whose argument dies before the loop runs.
 std::vector<const Node*> tape_entries(const Tensor& root);
 
 // The tape entries reachable from `root`, in recording order (backward replays them bottom-up),

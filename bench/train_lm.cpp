@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   std::string config_name = "small";
   int threads = 1, steps = 10, warmup = 3, sgemm_n = 2048, tf32 = 0;
   std::string device_name = "cpu";
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 1; i < argc; i += 2) {  // --option value pairs
     const std::string a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (!v) return usage(("missing value after " + a).c_str());
@@ -113,7 +113,6 @@ int main(int argc, char** argv) {
     else if (a == "--device") device_name = v;
     else if (a == "--tf32") tf32 = std::atoi(v);
     else return usage(("unknown option " + a).c_str());
-    ++i;
   }
   const auto it = kConfigs.find(config_name);
   if (it == kConfigs.end()) return usage(("unknown config " + config_name).c_str());

@@ -38,7 +38,7 @@ struct HeapEntry {
 class PairStatistics {
  public:
   explicit PairStatistics(const std::vector<std::string>& vocab)
-      : vocab_(vocab), heap_(RanksBelow{&vocab}) {}
+      : heap_(RanksBelow{&vocab}) {}
 
   // Adds delta to the pair's count; `new_in_word` records that word_index now contains the pair.
   void add(PairKey pair, int64_t delta, uint32_t word_index, bool new_in_word) {
@@ -97,7 +97,6 @@ class PairStatistics {
     }
   };
 
-  const std::vector<std::string>& vocab_;
   struct PairCount {
     int64_t count = 0;
     int64_t pushed = 0;  // count of the newest heap entry for this pair (0: none)

@@ -15,8 +15,11 @@ SpecialSplitter::SpecialSplitter(std::vector<std::string> special_tokens) : toke
     TG_CHECK(!tokens_[i].empty(), "special tokens: token {} is the empty string", i);
   by_length_.resize(tokens_.size());
   std::iota(by_length_.begin(), by_length_.end(), size_t{0});
-  std::stable_sort(by_length_.begin(), by_length_.end(),
-                   [&](size_t a, size_t b) { return tokens_[a].size() > tokens_[b].size(); });
+  // std::sort with the index as tie-break = a stable sort (libstdc++ 12's std::stable_sort trips clang's
+  // -Wdeprecated-declarations inside its own headers).
+  std::sort(by_length_.begin(), by_length_.end(), [&](size_t a, size_t b) {
+    return tokens_[a].size() != tokens_[b].size() ? tokens_[a].size() > tokens_[b].size() : a < b;
+  });
 }
 
 void SpecialSplitter::split(std::string_view text, const std::function<void(std::string_view)>& on_text,

@@ -1,6 +1,8 @@
 // token_file.cpp — header encode/decode, the streaming writer and the mmap reader (POSIX).
 #include "data/token_file.h"
 
+#include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cstring>
 #include <vector>
@@ -22,6 +24,35 @@ uint64_t get_le(const unsigned char* p, int bytes) {
   uint64_t v = 0;
   for (int i = 0; i < bytes; ++i) v |= uint64_t(p[i]) << (8 * i);
   return v;
+}
+
+// The index of the first token >= vocab among count tokens of `width` bytes (little-endian), or
+// count when there is none. Blocks of 4096 are reduced to their maximum first (a loop the compiler
+// vectorizes); only a block whose maximum is too large is searched token by token.
+template <class Id>
+uint64_t first_at_or_above_native(const unsigned char* tokens, uint64_t count, uint64_t vocab) {
+  constexpr uint64_t kBlock = 4096;
+  for (uint64_t begin = 0; begin < count; begin += kBlock) {
+    const uint64_t n = std::min(kBlock, count - begin);
+    Id block[kBlock];
+    std::memcpy(block, tokens + begin * sizeof(Id), n * sizeof(Id));
+    Id biggest = 0;
+    for (uint64_t i = 0; i < n; ++i) biggest = std::max(biggest, block[i]);
+    if (uint64_t(biggest) < vocab) continue;
+    for (uint64_t i = 0; i < n; ++i)
+      if (uint64_t(block[i]) >= vocab) return begin + i;
+  }
+  return count;
+}
+
+uint64_t first_id_at_or_above(const unsigned char* tokens, uint64_t count, uint32_t width, uint64_t vocab) {
+  if constexpr (std::endian::native == std::endian::little) {
+    return width == 2 ? first_at_or_above_native<uint16_t>(tokens, count, vocab)
+                      : first_at_or_above_native<uint32_t>(tokens, count, vocab);
+  }
+  for (uint64_t i = 0; i < count; ++i)
+    if (get_le(tokens + i * width, int(width)) >= vocab) return i;
+  return count;
 }
 
 // RAII file descriptor.
@@ -120,7 +151,16 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
     fail(fmt::format("TokenFile: {}: header says {} tokens of {} bytes ({} bytes) but the body after offset {} has {} "
                      "bytes (truncated or corrupt)",
                      path, count_, width_, count_ * width_, kTokenFileHeaderBytes, body));
+  if (vocab_size_ == 0 || vocab_size_ > (uint64_t(1) << 32) || (width_ == 2 && vocab_size_ > 65536))
+    fail(fmt::format("TokenFile: {}: offset 24: vocab_size {} does not fit {}-byte tokens (1..{})", path, vocab_size_,
+                     width_, width_ == 2 ? 65536 : uint64_t(1) << 32));
   tokens_ = bytes + kTokenFileHeaderBytes;
+  // The header promises every id < vocab_size: hold the file to it now, not as an embedding index
+  // error in the middle of training. One pass at memory bandwidth (measured in bench/README.md).
+  const uint64_t bad = first_id_at_or_above(tokens_, count_, width_, vocab_size_);
+  if (bad < count_)
+    fail(fmt::format("TokenFile: {}: offset {}: token {} (index {}) is not below the header's vocab_size {}", path,
+                     kTokenFileHeaderBytes + bad * width_, (*this)[bad], bad, vocab_size_));
 }
 
 TokenFile::~TokenFile() {

@@ -23,7 +23,9 @@ std::string Device::str() const {
 Device parse_device(const std::string& s) {
   if (s == "cpu") return Device::cpu();
   if (s == "cuda") return Device::cuda(0);
-  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.find_first_not_of("0123456789", 5) == std::string::npos)
+  // cuda:N with N a decimal of at most 6 digits (std::stoi would throw its own out_of_range past int).
+  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.size() <= 11 &&
+      s.find_first_not_of("0123456789", 5) == std::string::npos)
     return Device::cuda(std::stoi(s.substr(5)));
   throw Error(fmt::format("device: '{}' is not a device (expected cpu, cuda or cuda:N)", s));
 }

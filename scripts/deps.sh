@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # deps.sh — install what tapegrad needs from Debian's packages, and only what is missing.
 # Idempotent: a second run installs nothing. Used by scripts/test.sh, scripts/run.sh, bench/run.sh.
-# Usage: scripts/deps.sh [--bench]   (--bench adds the PyTorch peers the benchmarks compare against)
+# Usage: scripts/deps.sh [--bench] [--test]   (--bench: the PyTorch peers the benchmarks compare against;
+#   --test: what scripts/test.sh adds: clang-19, libomp-19-dev, libclang-rt-19-dev)
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libopenblas-openmp-dev catch2 libfmt-dev libboost-program-options-dev
   libpcre2-dev nlohmann-json3-dev python3 python3-venv libtbb-dev)
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch python3-numpy libtorch-dev)
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --bench) packages+=(python3-torch python3-numpy libtorch-dev) ;;
+    # scripts/test.sh: the clang build, its OpenMP runtime, and the sanitizer/libFuzzer runtimes.
+    --test) packages+=(clang-19 libomp-19-dev libclang-rt-19-dev) ;;
+    *) echo "deps.sh: unknown argument $arg (use --bench and/or --test)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

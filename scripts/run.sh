@@ -11,8 +11,13 @@
 # With arguments, they go to the tool instead: scripts/run.sh info, scripts/run.sh demo, scripts/run.sh train --help
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
-scripts/build.sh
+source scripts/stages.sh
+# One status line per setup stage (logs under build/logs/, shown when a stage fails); on stderr when
+# the arguments go to the tool, so its own output stays clean.
+{
+  stage "dependencies (Debian packages)" scripts/deps.sh
+  stage "build (build/)" scripts/build.sh
+} >&$((($# > 0) ? 2 : 1))
 source scripts/blas_env.sh
 tool=build/tools/tapegrad
 if (($# > 0)); then exec "$tool" "$@"; fi
@@ -21,8 +26,10 @@ corpus=corpus/tinystories_head.txt
 run=${TAPEGRAD_RUN_DIR:-runs/tinystories}
 mkdir -p "$run"
 if [[ ! -f "$run/tokenizer/tokenizer.json" ]]; then
-  "$tool" tokenize train --input "$corpus" --vocab-size 2048 --out "$run/tokenizer"
+  stage "BPE tokenizer (vocab 2048) on $corpus" "$tool" tokenize train --input "$corpus" --vocab-size 2048 \
+    --out "$run/tokenizer"
 fi
+echo "training (progress line below; Ctrl-C writes a checkpoint, run again to resume):"
 resume=()
 if compgen -G "$run/checkpoints/step_*.safetensors" >/dev/null; then resume=(--resume); fi
 "$tool" train --text "$corpus" --tokenizer "$run/tokenizer" \
@@ -33,4 +40,7 @@ if compgen -G "$run/checkpoints/step_*.safetensors" >/dev/null; then resume=(--r
 echo
 "$tool" generate --checkpoint "$run/checkpoints/best.safetensors" --prompt "Once upon a time" --max-tokens 120 --seed 1
 echo
-echo "run directory: $run (metrics.jsonl, loss.svg — open it in a browser — config.json, checkpoints/)"
+echo
+echo "done: tokenizer trained, model trained and evaluated on the held-out 10 %, a story generated."
+echo "run directory: $run (metrics.jsonl, loss.svg — open it in a browser — config.json, checkpoints/);"
+echo "the tool: $tool (build/tools/tapegrad --help); setup logs: $STAGE_LOG_DIR/"

@@ -1,33 +1,84 @@
 #!/usr/bin/env bash
-# test.sh — the test command: on a fresh Debian machine it installs what is missing,
-# builds tapegrad and runs the whole suite under ctest.
-# One test compares our tokenizer.json with the Hugging Face `tokenizers` library (from PyPI, in a
-# venv under build/hf-venv); when PyPI cannot be reached that test is skipped, not failed.
-# Then the CUDA backend's cross-backend suite (tests/cuda/) on the emulated device: the same kernel
-# sources built as host code on HIP-CPU (../shared/third_party/hip-cpu) in build-emulated/. Where
-# nvcc is installed the main build also compiles them for the GPU; without a GPU its CUDA cases
-# report "Skipped". TAPEGRAD_SKIP_EMULATED=1 leaves the emulated stage out.
+# test.sh — the test command (and CI's, through .ci/run): on a fresh Debian machine it installs what is
+# missing, builds tapegrad and runs every test suite, one status line per stage (logs in build/logs/,
+# a failing stage's log shown), then each stage's time. The stages:
+#   1. dependencies     Debian packages (scripts/deps.sh --test adds clang-19 and its OpenMP/sanitizer runtimes)
+#   2. GCC build        build/ (Release, -Werror); nvcc, where installed, compiles the CUDA backend too
+#   3. GCC tests        ctest in build/ (without a GPU the CUDA cases report "Skipped"); one test compares our
+#                       tokenizer.json with Hugging Face `tokenizers` from PyPI (build/hf-venv; skipped offline)
+#   4. emulated CUDA    the CUDA backend's kernels built as host code on HIP-CPU (../shared/third_party/hip-cpu)
+#                       in build-emulated/, and its cross-backend suite (tests/cuda/) against the CPU
+#   5. ASan + UBSan     the whole suite in build-asan/ (TAPEGRAD_SANITIZE=address,undefined, LeakSanitizer on)
+#   6. clang            build-clang/ with Debian's clang-19 and libomp (-Werror), the whole suite
+#   7. consumer         install build/ into a temporary prefix, build examples/ with find_package(tapegrad) and
+#                       with pkg-config, run them (scripts/consumer_test.sh; scripts/deb_test.sh tests the .deb)
+# TAPEGRAD_TEST_STAGES=gcc,emulated,asan,clang,consumer (default: all) picks stages 4–7 (1–3 always run);
+# TAPEGRAD_SKIP_EMULATED=1 leaves stage 4 out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
-scripts/build.sh
-if [[ ! -x build/hf-venv/bin/python3 ]]; then
-  if ! (python3 -m venv build/hf-venv && timeout 300 build/hf-venv/bin/pip install -q tokenizers) >build/hf-venv.log 2>&1; then
-    echo "test.sh: could not install Hugging Face tokenizers into build/hf-venv (see build/hf-venv.log): its test will be skipped" >&2
+source scripts/stages.sh
+jobs=$(nproc)
+stages=${TAPEGRAD_TEST_STAGES:-all}
+want() { [[ $stages == all || ",$stages," == *",$1,"* ]]; }
+hip_cpu="$(pwd)/../shared/third_party/hip-cpu"
+
+# Configure a build directory once (again only when its cache is missing); cmake --build re-runs the
+# configure step by itself when a CMakeLists.txt changed.
+configure() {
+  local dir=$1
+  shift
+  [[ -f $dir/CMakeCache.txt ]] || cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@"
+}
+ctest_in() { (cd "$1" && shift && ctest --output-on-failure -j"$jobs" "$@"); }
+hf_venv() {
+  [[ -x build/hf-venv/bin/python3 ]] && return 0
+  if ! (python3 -m venv build/hf-venv && timeout 300 build/hf-venv/bin/pip install -q tokenizers); then
+    echo "could not install Hugging Face tokenizers into build/hf-venv: its test will be skipped"
     rm -rf build/hf-venv
   fi
-fi
-(cd build && ctest --output-on-failure -j"$(nproc)")
+  return 0
+}
 
-if [[ "${TAPEGRAD_SKIP_EMULATED:-0}" != 1 ]]; then
-  hip_cpu="$(pwd)/../shared/third_party/hip-cpu"
-  if [[ -f "$hip_cpu/include/hip/hip_runtime.h" ]]; then
-    cmake -S . -B build-emulated -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_CUDA_EMULATED=ON \
-      -DTAPEGRAD_HIP_CPU_DIR="$hip_cpu" -DTAPEGRAD_BENCH=OFF >/dev/null
-    cmake --build build-emulated --target tapegrad_cuda_tests -j"$(nproc)"
-    (cd build-emulated && ctest --output-on-failure -j"$(nproc)" -L cuda)
-  else
-    echo "test.sh: no HIP-CPU at $hip_cpu: the CUDA backend's emulated suite did not run" >&2
+stage "dependencies (Debian packages)" scripts/deps.sh --test
+stage "GCC build (build/)" scripts/build.sh -DTAPEGRAD_WERROR=ON
+stage "HF tokenizers venv (build/hf-venv)" hf_venv
+stage "GCC tests (build/)" ctest_in build
+
+if want emulated && [[ ${TAPEGRAD_SKIP_EMULATED:-0} != 1 ]]; then
+  if [[ ! -f $hip_cpu/include/hip/hip_runtime.h ]]; then
+    echo "test.sh: no HIP-CPU at $hip_cpu: the CUDA backend's emulated suite cannot run" >&2
     exit 1
   fi
+  stage "emulated CUDA build (build-emulated/)" eval 'configure build-emulated -DTAPEGRAD_CUDA_EMULATED=ON \
+    -DTAPEGRAD_HIP_CPU_DIR="$hip_cpu" -DTAPEGRAD_BENCH=OFF -DTAPEGRAD_WERROR=ON &&
+    cmake --build build-emulated --target tapegrad_cuda_tests -j"$jobs"'
+  stage "emulated CUDA tests (build-emulated/)" ctest_in build-emulated -L cuda
+else
+  stage_skip "emulated CUDA" "TAPEGRAD_TEST_STAGES / TAPEGRAD_SKIP_EMULATED"
 fi
+
+if want asan; then
+  stage "ASan+UBSan build (build-asan/)" eval 'configure build-asan -DTAPEGRAD_SANITIZE=address,undefined \
+    -DTAPEGRAD_CUDA=OFF -DTAPEGRAD_BENCH=OFF -DTAPEGRAD_WERROR=ON && cmake --build build-asan -j"$jobs"'
+  stage "ASan+UBSan tests (build-asan/)" ctest_in build-asan
+else
+  stage_skip "ASan+UBSan" "TAPEGRAD_TEST_STAGES"
+fi
+
+if want clang; then
+  stage "clang-19 build (build-clang/)" eval 'CC=clang-19 CXX=clang++-19 configure build-clang \
+    -DTAPEGRAD_CUDA=OFF -DTAPEGRAD_WERROR=ON && cmake --build build-clang -j"$jobs"'
+  stage "clang-19 tests (build-clang/)" ctest_in build-clang
+else
+  stage_skip "clang-19" "TAPEGRAD_TEST_STAGES"
+fi
+
+if want consumer; then
+  stage "install + examples (find_package)" env TAPEGRAD_INSTALL_BUILD_DIR=build TAPEGRAD_INSTALL_PREBUILT=1 \
+    scripts/consumer_test.sh
+else
+  stage_skip "install + examples" "TAPEGRAD_TEST_STAGES"
+fi
+
+stage_summary
+echo "all stages passed; logs in $STAGE_LOG_DIR/"

@@ -79,7 +79,7 @@ TEST_CASE("random bytes into the file readers never crash", "[data][fuzz]") {
     write_all(tok, mutated);
     try {
       const TokenFile file(tok);
-      for (uint64_t j = 0; j < file.size(); ++j) (void)file[j];
+      for (uint64_t j = 0; j < file.size(); ++j) REQUIRE(file[j] < file.vocab_size());  // what open promises
     } catch (const Error&) {
     }
     write_all(vocab, random_bytes(gen, 100));

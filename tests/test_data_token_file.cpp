@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "data/batch.h"
 #include "data/token_file.h"
@@ -70,6 +71,43 @@ TEST_CASE("bad token files give clear errors", "[data][token_file]") {
   CHECK_THROWS_AS(TokenFile(dir.file("count.tok")), Error);
   CHECK_THROWS_WITH(TokenFile(dir.file("missing.tok")), Catch::Contains("cannot open"));
   CHECK_THROWS_WITH(write_token_file(dir.file("over.tok"), tokens, 5), Catch::Contains("not below vocab_size 5"));
+  // The header promises every id < vocab_size: one flipped byte in the body breaks that, and open says where.
+  std::string flipped = good;
+  flipped[32 + 2 * 3 + 1] = char(0x01);  // token 3: 4 → 260
+  write_all(dir.file("flipped.tok"), flipped);
+  CHECK_THROWS_WITH(TokenFile(dir.file("flipped.tok")),
+                    Catch::Contains("offset 38") && Catch::Contains("token 260 (index 3)") &&
+                        Catch::Contains("vocab_size 10"));
+  std::string zero_vocab = good;
+  zero_vocab[24] = 0;
+  write_all(dir.file("vocab0.tok"), zero_vocab);
+  CHECK_THROWS_WITH(TokenFile(dir.file("vocab0.tok")), Catch::Contains("vocab_size 0"));
+  std::string wide_vocab = good;
+  wide_vocab[26] = 1;  // vocab_size 65546 in 2-byte tokens
+  write_all(dir.file("vocab_wide.tok"), wide_vocab);
+  CHECK_THROWS_WITH(TokenFile(dir.file("vocab_wide.tok")), Catch::Contains("does not fit 2-byte tokens"));
+}
+
+TEST_CASE("a token file's ids are checked against vocab_size on open, in every block", "[data][token_file]") {
+  // 10,000 ids in 2 and 4 bytes: the scan works in blocks of 4096, so a bad id in the first, a middle
+  // and the last (partial) block must each be found, with its index.
+  ScratchDir dir("token_file_scan");
+  for (const uint64_t vocab : {uint64_t(1000), uint64_t(70000)}) {
+    std::vector<uint32_t> ids(10000);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = uint32_t((i * 7919) % vocab);
+    write_token_file(dir.file("ok.tok"), ids, vocab);
+    CHECK(TokenFile(dir.file("ok.tok")).size() == 10000);
+    const std::string good = read_all(dir.file("ok.tok"));
+    const size_t width = vocab <= 65536 ? 2 : 4;
+    for (const size_t bad : {size_t(0), size_t(5000), size_t(9999)}) {
+      std::string body = good;
+      const uint64_t value = vocab;  // the smallest id that is too big
+      for (size_t b = 0; b < width; ++b) body[32 + bad * width + b] = char((value >> (8 * b)) & 0xff);
+      write_all(dir.file("bad.tok"), body);
+      INFO("vocab " << vocab << " bad index " << bad);
+      CHECK_THROWS_WITH(TokenFile(dir.file("bad.tok")), Catch::Contains(fmt::format("(index {})", bad)));
+    }
+  }
 }
 
 TEST_CASE("get_batch returns int64 inputs and targets shifted by one", "[data][batch]") {

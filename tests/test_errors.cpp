@@ -152,3 +152,11 @@ TEST_CASE("gradcheck refuses inputs whose elements alias", "[errors][gradcheck]"
   Tensor t = randn({4, 3}, kFloat64).t().requires_grad_();
   CHECK(gradcheck(fn, {t}).ok);
 }
+
+TEST_CASE("device names: cpu, cuda, cuda:N, and anything else is refused naming it", "[errors]") {
+  CHECK(parse_device("cpu").type == DeviceType::CPU);
+  CHECK(parse_device("cuda").index == 0);
+  CHECK(parse_device("cuda:3").index == 3);
+  for (const char* bad : {"gpu", "cuda:", "cuda:-1", "cuda:1x", "CPU", "cuda:99999999999", "cuda:0000000000001"})
+    CHECK_THROWS_WITH(parse_device(bad), Contains(std::string("'") + bad + "' is not a device"));
+}

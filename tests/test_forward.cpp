@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "autograd/tapegrad.h"
@@ -502,4 +503,33 @@ TEST_CASE("index_select, embedding (repeated ids) and gather", "[forward]") {
   for (int i = 0; i < 2; ++i)
     for (int k = 0; k < 2; ++k) want.push_back(i * 12 + g[i * 2 + k] * 4 + k);
   CHECK(vals(gather(y, 1, gi)) == want);
+}
+
+TEST_CASE("max, min, argmax and softmax of rows that are all ±inf, on every compiler", "[forward]") {
+  // OpenMP's simd max/min reductions start their lanes at −inf/+inf under GCC but at ∓max() under
+  // clang; kernels/cpu/simd_extremum.h corrects that. Rows long enough for the vector loops (and for
+  // several 1024-blocks in argmax), float32 and float64.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  for (DType dt : {kFloat32, kFloat64})
+    for (int64_t n : {1, 3, 17, 1000, 5000}) {
+      INFO(dtype_name(dt) << " n " << n);
+      const Tensor ninf = full({2, n}, -kInf, dt), pinf = full({2, n}, kInf, dt);
+      CHECK(vals(max(ninf, 1)) == std::vector<double>{-kInf, -kInf});
+      CHECK(vals(max(ninf))[0] == -kInf);
+      CHECK(vals(min(pinf, 1)) == std::vector<double>{kInf, kInf});
+      CHECK(argmax(ninf, 1).to_vector<int64_t>() == std::vector<int64_t>{0, 0});
+      CHECK(std::isinf(vals(logsumexp(ninf, 1))[0]));
+      // The lowest finite value among −inf: it is the maximum, found where it is.
+      Tensor mixed = full({1, n}, -kInf, dt);
+      const double lowest = dt == kFloat32 ? double(std::numeric_limits<float>::lowest())
+                                           : std::numeric_limits<double>::lowest();
+      mixed.narrow(1, n - 1, 1).fill_(lowest);
+      CHECK(vals(max(mixed, 1))[0] == lowest);
+      CHECK(argmax(mixed, 1).to_vector<int64_t>()[0] == n - 1);
+      // softmax: the one finite entry takes all the mass.
+      Tensor one = full({1, n}, -kInf, dt);
+      one.narrow(1, n / 2, 1).fill_(0.5);
+      const auto p = vals(softmax(one, 1));
+      for (int64_t j = 0; j < n; ++j) CHECK(p[size_t(j)] == (j == n / 2 ? 1.0 : 0.0));
+    }
 }

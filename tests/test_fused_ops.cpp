@@ -265,7 +265,8 @@ TEST_CASE("nn::cross_entropy runs the fused op and matches its reference on [B, 
     CHECK_CLOSE(f.y, r.y, 0.0, dt == kFloat32 ? 1e-6 : 1e-13);
     CHECK_CLOSE(f.grads[0], r.grads[0], 1e-12, dt == kFloat32 ? 1e-5 : 1e-12);
     bool fused_on_tape = false;
-    for (const Node* n : tape_entries(nn::cross_entropy(x, t)))
+    const Tensor loss = nn::cross_entropy(x, t);  // alive while its tape entries are read
+    for (const Node* n : tape_entries(loss))
       fused_on_tape = fused_on_tape || std::string(n->name()) == "cross_entropy_fused";
     CHECK(fused_on_tape);
   }
@@ -451,7 +452,8 @@ TEST_CASE("nn::RMSNorm and nn::SwiGLU run the fused ops and match their composit
       CHECK_CLOSE(f[i], r[i], tol, tol);
     }
     std::vector<std::string> names;
-    for (const Node* n : tape_entries(ffn(norm(x)))) names.emplace_back(n->name());
+    const Tensor y = ffn(norm(x));  // alive while its tape entries are read
+    for (const Node* n : tape_entries(y)) names.emplace_back(n->name());
     CHECK(std::count(names.begin(), names.end(), "rms_norm") == 1);
     CHECK(std::count(names.begin(), names.end(), "swiglu_gate") == 1);
   }

@@ -206,7 +206,9 @@ Inputs to_float32(const Inputs& xs) {
     // Convert in memory order (dims sorted by decreasing stride), then permute back.
     std::vector<int64_t> order(x.dim()), inverse(x.dim());
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return x.strides()[a] > x.strides()[b]; });
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {  // stable: index tie-break
+      return x.strides()[a] != x.strides()[b] ? x.strides()[a] > x.strides()[b] : a < b;
+    });
     for (int d = 0; d < x.dim(); ++d) inverse[order[d]] = d;
     Tensor y = x.detach().permute(order).to(kFloat32).permute(inverse);
     y.requires_grad_(x.requires_grad());

@@ -60,7 +60,7 @@ std::vector<double> random_logits(size_t n, uint64_t seed, double scale = 3.0) {
 std::vector<uint32_t> reference_kept(const std::vector<double>& z, double temperature, int64_t top_k, double top_p) {
   std::vector<uint32_t> order(z.size());
   std::iota(order.begin(), order.end(), 0u);
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return z[a] > z[b]; });
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return z[a] != z[b] ? z[a] > z[b] : a < b; });
   if (top_k > 0 && size_t(top_k) < order.size()) order.resize(size_t(top_k));
   const long double m = z[order[0]];
   long double total = 0;

@@ -98,6 +98,10 @@ TEST_CASE("tool: bad flags, files and model shapes are refused before anything i
                               "--d-model", "32", "--layers", "1", "--heads", "2", "--out", out}),
                       "outside the model's vocabulary of 300");
 
+  // A model vocabulary other than the tokenizer's: generate would refuse the checkpoint, so train does.
+  require_clean_error(f.tool({"train", "--text", f.text, "--tokenizer", f.tok300, "--vocab-size", "320", "--out", out}),
+                      "the tokenizer has 300 tokens but the model's vocabulary is 320");
+
   // An --out that cannot be created (its parent is a file).
   require_clean_error(f.tool(f.train(f.text + "/run", 5)), "cannot create the run directory");
 }

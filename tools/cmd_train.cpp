@@ -216,9 +216,11 @@ int cmd_train(Args args) {
   } else {
     config = model_config(vm, data_vocab);
   }
+  // One vocabulary for both, as `generate` and `eval` require of the checkpoint and its tokenizer.
   if (bpe)
-    TG_CHECK(int64_t(bpe->vocab.size()) <= config.vocab_size,
-             "the tokenizer has {} tokens but the model's vocabulary is {}", bpe->vocab.size(), config.vocab_size);
+    TG_CHECK(int64_t(bpe->vocab.size()) == config.vocab_size,
+             "the tokenizer has {} tokens but the model's vocabulary is {}: another tokenizer? (--vocab-size must match it)",
+             bpe->vocab.size(), config.vocab_size);
 
   lm::TrainOptions o;
   const lm::ModelPreset* preset = vm.count("model") ? &lm::model_preset(vm["model"].as<std::string>()) : nullptr;

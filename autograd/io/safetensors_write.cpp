@@ -97,8 +97,11 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     Tensor c = t.detach().to(kCPU).contiguous();
     items.push_back({name, c, static_cast<uint64_t>(c.numel()) * dtype_size(c.dtype())});
   }
-  std::stable_sort(items.begin(), items.end(),
-                   [](const Item& a, const Item& b) { return dtype_size(a.data.dtype()) > dtype_size(b.data.dtype()); });
+  // Widest dtype first, then by name (the map's order): every tensor stays aligned to its element size.
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    const size_t wa = dtype_size(a.data.dtype()), wb = dtype_size(b.data.dtype());
+    return wa != wb ? wa > wb : a.name < b.name;
+  });
 
   nlohmann::json header = nlohmann::json::object();
   uint64_t offset = 0;

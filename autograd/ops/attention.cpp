@@ -34,8 +34,11 @@ Tensor empty_in_order_of(const Tensor& x) {
   const int n = static_cast<int>(x.dim());
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return stride_at(x, a) > stride_at(x, b); });
+  // std::sort with the index as tie-break = a stable sort (libstdc++ 12's std::stable_sort trips clang's
+  // -Wdeprecated-declarations inside its own headers).
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return stride_at(x, a) != stride_at(x, b) ? stride_at(x, a) > stride_at(x, b) : a < b;
+  });
   Shape physical;
   for (int64_t d : order) physical.push_back(x.size(d));
   std::vector<int64_t> inverse(static_cast<size_t>(n));

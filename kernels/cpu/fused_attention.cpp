@@ -242,7 +242,10 @@ void CpuBackend::causal_attention(const TensorView& out, const TensorView& lse, 
                                   const TensorView& k, const TensorView& v, double scale) {
   dispatch_floating(q.dtype, "causal_attention", [&](auto tag) {
     using T = decltype(tag);
-    const auto [B, H, Tn, D, Hkv, G, Tk, off] = sizes_of(q, k);
+    // Plain variables, not a structured binding: the lambdas below capture them (clang < 16 and
+    // OpenMP regions in clang 19 cannot capture a structured binding).
+    const AttentionSizes z = sizes_of(q, k);
+    const int64_t B = z.B, H = z.H, Tn = z.T, D = z.D, Hkv = z.Hkv, G = z.G, Tk = z.Tk, off = z.offset;
     const auto Q = head_view<T>(q), K = head_view<T>(k), V = head_view<T>(v), O = head_view<T>(out);
     const auto L = head_view<T>(lse);
     const double work = double(B) * double(H) * double(Tn) * double(Tk) * double(std::max<int64_t>(D, 1));
@@ -290,7 +293,10 @@ void CpuBackend::causal_attention_backward(const TensorView& grad_q, const Tenso
                                            const TensorView& lse, double scale) {
   dispatch_floating(q.dtype, "causal_attention_backward", [&](auto tag) {
     using T = decltype(tag);
-    const auto [B, H, Tn, D, Hkv, G, Tk, off] = sizes_of(q, k);
+    // Plain variables, not a structured binding: the lambdas below capture them (clang < 16 and
+    // OpenMP regions in clang 19 cannot capture a structured binding).
+    const AttentionSizes z = sizes_of(q, k);
+    const int64_t B = z.B, H = z.H, Tn = z.T, D = z.D, Hkv = z.Hkv, G = z.G, Tk = z.Tk, off = z.offset;
     TG_CHECK(off == 0, "causal_attention_backward: keys ({}) and queries ({}) must have one length", Tk, Tn);
     const auto Q = head_view<T>(q), K = head_view<T>(k), V = head_view<T>(v), O = head_view<T>(out);
     const auto dQ = head_view<T>(grad_q), dK = head_view<T>(grad_k), dV = head_view<T>(grad_v);

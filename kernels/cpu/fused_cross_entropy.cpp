@@ -22,6 +22,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/simd_extremum.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/parallel.h"
@@ -68,6 +69,7 @@ double row_logsumexp(const T* x, int64_t V, int64_t sx) {
     T cm = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : cm)
     for (int64_t j = 0; j < n; ++j) cm = xc[j * st] > cm ? xc[j * st] : cm;
+    cm = fix_simd_max(cm, -std::numeric_limits<T>::infinity(), n, [&](int64_t j) { return xc[j * st]; });
     if (cm > m) {  // new running max: rescale what was summed so far
       if (s != 0) s *= std::exp(double(m) - double(cm));
       m = cm;

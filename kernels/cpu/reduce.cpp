@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/simd_extremum.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/nd_loop.h"
@@ -66,12 +67,14 @@ struct Reducer {
             m = x[i] > m ? x[i] : m;
             probe += x[i] * T(0);
           }
+          m = fix_simd_max(m, T(identity()), n, [&](int64_t i) { return x[i]; });
         } else {
 #pragma omp simd reduction(min : m) reduction(+ : probe)
           for (int64_t i = 0; i < n; ++i) {
             m = x[i] < m ? x[i] : m;
             probe += x[i] * T(0);
           }
+          m = fix_simd_min(m, T(identity()), n, [&](int64_t i) { return x[i]; });
         }
         if (probe != probe)
           for (int64_t i = 0; i < n; ++i)
@@ -213,6 +216,7 @@ MaxArg<T> max_arg_contiguous(const T* x, int64_t begin, int64_t end) {
       m = x[i] > m ? x[i] : m;
       probe += x[i] * T(0);
     }
+    m = fix_simd_max(m, x[b], e - b, [&](int64_t j) { return x[b + j]; });
     if (probe != probe) {  // the first NaN wins outright
       for (int64_t i = b; i < e; ++i)
         if (x[i] != x[i]) return {x[i], i};
@@ -220,8 +224,9 @@ MaxArg<T> max_arg_contiguous(const T* x, int64_t begin, int64_t end) {
     if (best_block < 0 || m > best.value) best = {m, b}, best_block = b;
   }
   if (best_block < 0) return best;
-  for (int64_t i = best_block;; ++i)
+  for (int64_t i = best_block; i < end; ++i)  // m is one of the block's values
     if (x[i] == best.value) return {best.value, i};
+  return best;
 }
 // Combines two (max, index) results of consecutive ranges, earlier range first.
 template <class T>

@@ -9,6 +9,7 @@
 //   log_softmax:  dx = g − exp(y) ⊙ Σ g
 #include <cmath>
 
+#include "kernels/cpu/simd_extremum.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/nd_loop.h"
@@ -55,6 +56,7 @@ void CpuBackend::softmax(const TensorView& out, const TensorView& in, int dim, b
           m = x[j] > m ? x[j] : m;
           nan = nan || x[j] != x[j];
         }
+        m = fix_simd_max(m, -std::numeric_limits<T>::infinity(), len, [&](int64_t j) { return x[j]; });
         if (nan) m = std::numeric_limits<T>::quiet_NaN();
         double s = 0;
         if (log) {
