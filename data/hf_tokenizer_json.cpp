@@ -85,8 +85,8 @@ BpeModel load_hf_tokenizer_json(const std::string& path) {
   TG_CHECK(json.is_object() && json.contains("model") && json["model"].is_object(),
            "load_hf_tokenizer_json: {}: no \"model\" object", path);
   const nlohmann::json& model_json = json["model"];
-  TG_CHECK(model_json.value("type", std::string("BPE")) == "BPE",
-           "load_hf_tokenizer_json: {}: model.type is \"{}\", not BPE", path, model_json.value("type", std::string()));
+  TG_CHECK(!model_json.contains("type") || model_json["type"] == "BPE",  // (a non-string type is no "BPE" either)
+           "load_hf_tokenizer_json: {}: model.type is {}, not BPE", path, model_json.value("type", nlohmann::json()).dump());
   TG_CHECK(model_json.contains("vocab") && model_json.contains("merges") && model_json["merges"].is_array(),
            "load_hf_tokenizer_json: {}: model needs \"vocab\" and a \"merges\" array", path);
   const nlohmann::json added_json = json.value("added_tokens", nlohmann::json::array());
@@ -105,6 +105,8 @@ BpeModel load_hf_tokenizer_json(const std::string& path) {
     const auto [it, inserted] = added.emplace(id, content);
     TG_CHECK(inserted || it->second == content, "load_hf_tokenizer_json: {}: added_tokens[{}]: id {} is also \"{}\"",
              path, i, id, it->second);
+    TG_CHECK(!t.contains("special") || t["special"].is_boolean(),
+             "load_hf_tokenizer_json: {}: added_tokens[{}]: \"special\" is {}, not true or false", path, i, t["special"].dump());
     if (t.value("special", false)) model.special_tokens.push_back(content);
   }
   model.vocab = parse_vocab(model_json["vocab"], added, path);

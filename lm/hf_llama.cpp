@@ -193,7 +193,12 @@ nn::TransformerLMConfig read_config(const std::string& cfg_path) {
   if (present("rope_parameters")) {  // transformers ≥ 5 writes rope_theta here
     const json& rp = j["rope_parameters"];
     if (!rp.is_object()) throw bad("rope_parameters", "must be an object");
-    const std::string type = rp.value("rope_type", rp.value("type", std::string("default")));
+    std::string type = "default";  // "rope_type", else the older "type"
+    for (const char* key : {"type", "rope_type"})
+      if (rp.contains(key)) {
+        if (!rp[key].is_string()) throw bad("rope_parameters", fmt::format("has a {} that is not a string ({})", key, rp[key].dump()));
+        type = rp[key].get<std::string>();
+      }
     if (type != "default") throw bad("rope_parameters", fmt::format("has rope_type \"{}\": only \"default\" is supported", type));
     const double theta = get_double(rp, "rope_theta", c.rope_theta);
     if (present("rope_theta") && theta != c.rope_theta) throw bad("rope_parameters", "has a rope_theta that differs from rope_theta");

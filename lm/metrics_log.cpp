@@ -1,6 +1,7 @@
 // metrics_log.cpp — metrics.jsonl writing and reading (see metrics_log.h).
 #include "lm/metrics_log.h"
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -42,8 +43,15 @@ MetricRecord from_json_line(const std::string& line) {
   const std::string kind = j["kind"].is_string() ? j["kind"].get<std::string>() : "";
   TG_CHECK(kind == "train" || kind == "eval", "metrics record of unknown kind: '{}'", line);
   r.kind = kind == "train" ? MetricRecord::Kind::Train : MetricRecord::Kind::Eval;
-  r.step = int64_t(count("step"));
-  r.tokens = uint64_t(count("tokens"));
+  // A count must fit its integer type: converting a double outside it is undefined behaviour.
+  auto whole = [&](const char* key, double lo, double hi) {
+    const double v = count(key);
+    TG_CHECK(v >= lo && v < hi, "metrics record: \"{}\" {} is out of range: '{}'", key, v, line);
+    return v;
+  };
+  const double two63 = std::ldexp(1.0, 63), two64 = std::ldexp(1.0, 64);
+  r.step = int64_t(whole("step", -two63, two63));
+  r.tokens = uint64_t(whole("tokens", 0, two64));
   r.wall_s = num("wall_s");
   r.loss = num("loss");
   r.lr = num("lr");
@@ -51,7 +59,7 @@ MetricRecord from_json_line(const std::string& line) {
   r.tokens_per_s = num("tokens_per_s");
   r.val_loss = num("val_loss");
   r.val_perplexity = num("val_perplexity");
-  r.val_tokens = uint64_t(count("val_tokens"));
+  r.val_tokens = uint64_t(whole("val_tokens", 0, two64));
   return r;
 }
 

@@ -25,6 +25,7 @@ std::optional<int64_t> step_of(const std::string& name) {
     return std::nullopt;
   const char* b = name.data() + prefix.size();
   const char* e = name.data() + name.size() - suffix.size();
+  if (*b < '0' || *b > '9') return std::nullopt;  // from_chars takes a sign: "step_-0" is no step
   int64_t step = -1;
   auto [p, ec] = std::from_chars(b, e, step);
   if (ec != std::errc() || p != e || step < 0) return std::nullopt;

@@ -58,8 +58,10 @@ else
 fi
 
 if want asan; then
+  # No -Werror here: with -fsanitize=address GCC 12 reports -Wmaybe-uninitialized inside libstdc++'s
+  # std::regex (a false positive its manual warns of); warnings are held to zero by stages 2 and 6.
   stage "ASan+UBSan build (build-asan/)" eval 'configure build-asan -DTAPEGRAD_SANITIZE=address,undefined \
-    -DTAPEGRAD_CUDA=OFF -DTAPEGRAD_BENCH=OFF -DTAPEGRAD_WERROR=ON && cmake --build build-asan -j"$jobs"'
+    -DTAPEGRAD_CUDA=OFF -DTAPEGRAD_BENCH=OFF && cmake --build build-asan -j"$jobs"'
   stage "ASan+UBSan tests (build-asan/)" ctest_in build-asan
 else
   stage_skip "ASan+UBSan" "TAPEGRAD_TEST_STAGES"
