@@ -18,22 +18,11 @@ trap 'rm -rf "$tmp"' EXIT
 prefix="$tmp/prefix"
 mkdir -p "$tmp/logs"
 
-# The log file of a stage: its name with anything but letters, digits, - and _ made _.
-log_of() { echo "$tmp/logs/$(printf '%s' "$1" | tr -c 'A-Za-z0-9_-' '_').log"; }
-
-# stage NAME COMMAND...: runs the command with its output in a log; prints "ok" or the log and exits.
-stage() {
-  local name=$1; shift
-  local log
-  log=$(log_of "$name")
-  if "$@" >"$log" 2>&1; then
-    echo "consumer_test: ok    $name"
-  else
-    echo "consumer_test: FAIL  $name — its log:" >&2
-    tail -n 60 "$log" >&2
-    exit 1
-  fi
-}
+# stage NAME COMMAND... (scripts/stages.sh): one status line, the output in a log under $tmp/logs,
+# shown when the command fails (which ends the script). log_of NAME: that log's path.
+STAGE_LOG_DIR=$tmp/logs
+source scripts/stages.sh
+log_of() { echo "$STAGE_LOG_DIR/${1//[^A-Za-z0-9_.+-]/_}.log"; }
 
 # check_loss NAME LOG: the program's last line must be "first loss X last loss Y" with Y < X.
 check_loss() {

@@ -24,17 +24,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-stage() {  # stage NAME COMMAND...: runs it quietly; prints "ok", or its log and exits
-  local name=$1; shift
-  local log="$tmp/$(printf '%s' "$name" | tr -c 'A-Za-z0-9_-' '_').log"
-  if "$@" >"$log" 2>&1; then
-    echo "deb_test: ok    $name"
-  else
-    echo "deb_test: FAIL  $name — its log:" >&2
-    tail -n 60 "$log" >&2
-    exit 1
-  fi
-}
+# stage NAME COMMAND... (scripts/stages.sh): one status line, the output in a log under $tmp/logs,
+# shown when the command fails (which ends the script, and the EXIT trap removes the package).
+STAGE_LOG_DIR=$tmp/logs
+source scripts/stages.sh
 fail() { echo "deb_test: FAIL  $*" >&2; exit 1; }
 
 if dpkg-query -W -f='${Status}' tapegrad 2>/dev/null | grep -q "install ok installed"; then
@@ -89,7 +82,7 @@ grep -q "^tapegrad_DIR:PATH=/usr/$libdir/cmake/tapegrad\$" "$tmp/mlp/CMakeCache.
   fail "examples/mlp did not find the package in /usr/$libdir/cmake/tapegrad: $(grep '^tapegrad_DIR' "$tmp/mlp/CMakeCache.txt")"
 stage "build examples/mlp" cmake --build "$tmp/mlp" -j"$jobs"
 stage "run examples/mlp" "$tmp/mlp/mlp"
-last=$(tail -n 1 "$tmp/run_examples_mlp.log")
+last=$(tail -n 1 "$STAGE_LOG_DIR/run_examples_mlp.log")
 [[ $last =~ ^first\ loss\ ([0-9.eE+-]+)\ last\ loss\ ([0-9.eE+-]+)$ ]] || fail "mlp's last line: '$last'"
 awk -v f="${BASH_REMATCH[1]}" -v l="${BASH_REMATCH[2]}" 'BEGIN { exit !(l < f) }' || fail "mlp's loss did not fall: $last"
 echo "deb_test: ok    mlp: $last"
