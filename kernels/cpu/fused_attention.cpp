@@ -293,9 +293,7 @@ void CpuBackend::causal_attention_backward(const TensorView& grad_q, const Tenso
                                            const TensorView& lse, double scale) {
   dispatch_floating(q.dtype, "causal_attention_backward", [&](auto tag) {
     using T = decltype(tag);
-    // Plain variables, not a structured binding: the lambdas below capture them (clang < 16 and
-    // OpenMP regions in clang 19 cannot capture a structured binding).
-    const AttentionSizes z = sizes_of(q, k);
+    const AttentionSizes z = sizes_of(q, k);  // plain variables: see causal_attention
     const int64_t B = z.B, H = z.H, Tn = z.T, D = z.D, Hkv = z.Hkv, G = z.G, Tk = z.Tk, off = z.offset;
     TG_CHECK(off == 0, "causal_attention_backward: keys ({}) and queries ({}) must have one length", Tk, Tn);
     const auto Q = head_view<T>(q), K = head_view<T>(k), V = head_view<T>(v), O = head_view<T>(out);
