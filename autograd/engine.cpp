@@ -7,11 +7,16 @@
 //      of its output has already added its gradient contribution into the entry's `pending_`;
 //   3. for each entry: run its backward on the gathered gradient, undo broadcasting once
 //      (sum_to the input's shape), and accumulate into the input's entry or leaf .grad;
-//      then, unless retain_graph, free what it saved.
+//      then, unless retain_graph, free what it saved;
+//   4. leaves watched by a GradReadyHook (grad_hooks.h): step 1 counts the edges into each, step 3
+//      counts them down as entries run (or are skipped), and at zero the leaf's gradient is final.
 // Runs with grad mode off: backward functions call ordinary ops, which then record nothing.
 #include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <unordered_map>
 
+#include "autograd/grad_hooks.h"
 #include "autograd/node.h"
 #include "autograd/ops/op_util.h"
 
@@ -143,11 +148,55 @@ void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
   }
 }
 
+// The live GradReadyHooks (registered by their constructors, removed by their destructors).
+std::mutex g_hooks_mutex;
+std::vector<GradReadyHook*> g_hooks;
+
+}  // namespace
+
+GradReadyHook::GradReadyHook(std::vector<Tensor> leaves, std::function<void(size_t)> on_ready)
+    : leaves_(std::move(leaves)), on_ready_(std::move(on_ready)) {
+  for (size_t i = 0; i < leaves_.size(); ++i) {
+    TG_CHECK(leaves_[i].defined() && leaves_[i].is_leaf() && leaves_[i].requires_grad(),
+             "GradReadyHook: tensor {} is not a leaf that requires grad", i);
+  }
+  TG_CHECK(on_ready_ != nullptr, "GradReadyHook: the callback is empty");
+  std::lock_guard lock(g_hooks_mutex);
+  g_hooks.push_back(this);
+}
+
+GradReadyHook::~GradReadyHook() {
+  std::lock_guard lock(g_hooks_mutex);
+  std::erase(g_hooks, this);
+}
+
+namespace {
+
+// One watched leaf in one backward: the edges still to run, and who to call when none are left.
+struct LeafWatch {
+  int64_t pending_edges = 0;
+  std::vector<std::pair<GradReadyHook*, size_t>> callbacks;
+};
+
 }  // namespace
 
 class Engine {
  public:
   static void run(const Tensor& root, const Tensor& grad, bool retain_graph);
+
+ private:
+  static void call(GradReadyHook& hook, size_t index) { hook.on_ready_(index); }
+  // The watched leaves (by impl) with their callbacks; empty when no hook is registered.
+  static std::unordered_map<const TensorImpl*, LeafWatch> watched_leaves() {
+    std::unordered_map<const TensorImpl*, LeafWatch> watch;
+    std::lock_guard lock(g_hooks_mutex);
+    for (GradReadyHook* h : g_hooks)
+      for (size_t i = 0; i < h->leaves_.size(); ++i) watch[h->leaves_[i].impl().get()].callbacks.emplace_back(h, i);
+    return watch;
+  }
+  static void fire(LeafWatch& w) {
+    for (auto& [hook, index] : w.callbacks) call(*hook, index);
+  }
 };
 
 void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
@@ -171,8 +220,10 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
   NoGradGuard no_grad;
   grad = grad.detach();
 
+  auto watch = watched_leaves();
   if (root.is_leaf()) {
     accumulate_into_leaf(*root.impl(), grad);
+    if (auto it = watch.find(root.impl().get()); it != watch.end()) fire(it->second);
     return;
   }
 
@@ -185,12 +236,22 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
     Node* n = stack.back();
     stack.pop_back();
     order.push_back(n);
-    for (const Edge& e : n->edges_)
+    for (const Edge& e : n->edges_) {
       if (e.node && e.node->mark_ != mark) {
         e.node->mark_ = mark;
         stack.push_back(e.node.get());
       }
+      if (e.leaf && !watch.empty())
+        if (auto it = watch.find(e.leaf.get()); it != watch.end()) ++it->second.pending_edges;
+    }
   }
+  // An entry's edges into watched leaves are done (run or skipped): a leaf with none left is final.
+  auto edges_done = [&](const Node& n) {
+    if (watch.empty()) return;
+    for (const Edge& e : n.edges_)
+      if (e.leaf)
+        if (auto it = watch.find(e.leaf.get()); it != watch.end() && --it->second.pending_edges == 0) fire(it->second);
+  };
   // 2. the tape in reverse
   std::sort(order.begin(), order.end(), [](const Node* a, const Node* b) { return a->seq_ > b->seq_; });
 
@@ -208,7 +269,10 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
   for (Node* n : order) {
     Tensor g = std::move(n->pending_);
     n->pending_ = Tensor();
-    if (!g.defined()) continue;
+    if (!g.defined()) {
+      edges_done(*n);
+      continue;
+    }
     TG_CHECK(!n->released_,
              "backward: the tape entry '{}' (#{}) already ran backward and freed what it saved; call backward with "
              "retain_graph=true the first time to run it twice",
@@ -235,6 +299,7 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       if (e.node) accumulate(e.node->pending_, std::move(gi));
       else accumulate_into_leaf(*e.leaf, std::move(gi));
     }
+    edges_done(*n);
   }
   clear_on_error.armed = false;
 }

@@ -98,8 +98,9 @@ void Tensor::set_grad(const Tensor& g) {
     impl_->grad.reset();
     return;
   }
-  TG_CHECK(g.shape() == shape() && g.dtype() == dtype(), "set_grad: gradient {} {} does not match tensor {} {}",
-           g.shape(), g.dtype(), shape(), dtype());
+  TG_CHECK(g.shape() == shape() && g.dtype() == dtype() && g.device() == device(),
+           "set_grad: gradient {} {} on {} does not match tensor {} {} on {}", g.shape(), g.dtype(), g.device(),
+           shape(), dtype(), device());
   impl_->grad = g.impl();
 }
 

@@ -11,25 +11,27 @@ set(TAPEGRAD_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/tapegrad")
 # The umbrella target: every library layer, so a user links one name. In the build tree it is
 # tapegrad_all (alias tapegrad::tapegrad); installed, it is exported as tapegrad::tapegrad.
 add_library(tapegrad_all INTERFACE)
-target_link_libraries(tapegrad_all INTERFACE tapegrad_lm tapegrad_data tapegrad_optim tapegrad_nn tapegrad tapegrad_kernels)
+target_link_libraries(tapegrad_all INTERFACE tapegrad_lm tapegrad_dist tapegrad_data tapegrad_optim tapegrad_nn tapegrad
+  tapegrad_kernels)
 add_library(tapegrad::tapegrad ALIAS tapegrad_all)
 # The headers need C++20 (std::span, concepts): a consumer gets it from the targets it links.
 target_compile_features(tapegrad_all INTERFACE cxx_std_20)
 set_property(TARGET tapegrad APPEND PROPERTY INTERFACE_COMPILE_FEATURES cxx_std_20)
 
 # Exported names: tapegrad::kernels, tapegrad::autograd (the target `tapegrad` in this build),
-# tapegrad::nn, ::optim, ::data, ::lm. tapegrad::warnings is the build's private compile flags; it is
+# tapegrad::nn, ::optim, ::data, ::dist, ::lm. tapegrad::warnings is the build's private compile flags; it is
 # exported only because static libraries carry their private link dependencies (as $<LINK_ONLY:...>).
 set_target_properties(tapegrad_all PROPERTIES EXPORT_NAME tapegrad)
 set_target_properties(tapegrad_kernels PROPERTIES EXPORT_NAME kernels)
 set_target_properties(tapegrad PROPERTIES EXPORT_NAME autograd)
 set_target_properties(tapegrad_warnings PROPERTIES EXPORT_NAME warnings)
-set(_tg_layers nn optim data lm)
+set(_tg_layers nn optim data dist lm)
 foreach(layer IN LISTS _tg_layers)
   set_target_properties(tapegrad_${layer} PROPERTIES EXPORT_NAME ${layer})
 endforeach()
 
-install(TARGETS tapegrad_all tapegrad_kernels tapegrad tapegrad_nn tapegrad_optim tapegrad_data tapegrad_lm tapegrad_warnings
+install(TARGETS tapegrad_all tapegrad_kernels tapegrad tapegrad_nn tapegrad_optim tapegrad_data tapegrad_dist tapegrad_lm
+  tapegrad_warnings
   EXPORT tapegradTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
@@ -45,7 +47,7 @@ install(TARGETS tapegrad_tool RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPON
 # headers include (backend.h, dtype.h, shape.h, error.h, ...); the CPU and CUDA internals stay out.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels/ DESTINATION ${TAPEGRAD_INSTALL_INCLUDEDIR}/kernels COMPONENT dev
   FILES_MATCHING PATTERN "*.h" PATTERN "cpu" EXCLUDE PATTERN "cuda" EXCLUDE)
-foreach(dir autograd nn optim data lm)
+foreach(dir autograd nn optim data dist lm)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${TAPEGRAD_INSTALL_INCLUDEDIR}/${dir} COMPONENT dev
     FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
 endforeach()
@@ -72,6 +74,11 @@ if(TAPEGRAD_CUDA_NVCC)
 elseif(TAPEGRAD_CUDA_EMULATED)
   string(APPEND TAPEGRAD_PC_CFLAGS " -DTAPEGRAD_HAS_CUDA_BACKEND=1")
   string(APPEND TAPEGRAD_PC_LIBS_PRIVATE " -ltbb -pthread")
+endif()
+if(TAPEGRAD_MPI)  # dist/'s MPI communicator: Open MPI's link line (libmpi)
+  set(TAPEGRAD_PC_REQUIRES_PRIVATE " ompi-c")
+else()
+  set(TAPEGRAD_PC_REQUIRES_PRIVATE "")
 endif()
 if(_tg_sanitizers)  # set by cmake/sanitize.cmake for a sanitizer build
   string(APPEND TAPEGRAD_PC_LIBS_PRIVATE " -fsanitize=${_tg_sanitizers}")
@@ -107,6 +114,9 @@ set(CPACK_DEBIAN_PACKAGE_DEPENDS
 libopenblas-openmp-dev, libfmt-dev, libpcre2-dev, nlohmann-json3-dev, pkg-config")
 if(TAPEGRAD_CUDA_EMULATED)
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libtbb-dev")
+endif()
+if(TAPEGRAD_MPI)
+  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libopenmpi-dev, openmpi-bin")
 endif()
 if(TAPEGRAD_DEB_EXTRA_DEPENDS)
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", ${TAPEGRAD_DEB_EXTRA_DEPENDS}")

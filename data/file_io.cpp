@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -15,6 +16,9 @@
 namespace tapegrad::data {
 
 std::string read_whole_file(const std::string& path, std::string_view who) {
+  // An ifstream opens a directory and reads it as empty: refuse it by name.
+  std::error_code ignored;
+  TG_CHECK(!std::filesystem::is_directory(path, ignored), "{}: {} is a directory, not a file", who, path);
   std::ifstream in(path, std::ios::binary);
   TG_CHECK(in.good(), "{}: cannot open {}", who, path);
   std::ostringstream buffer;

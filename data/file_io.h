@@ -6,7 +6,7 @@
 
 namespace tapegrad::data {
 
-// The bytes of the file; throws when it cannot be opened or read.
+// The bytes of the file; throws when it cannot be opened or read, or is a directory.
 std::string read_whole_file(const std::string& path, std::string_view who);
 
 // Writes `bytes` to `path + ".tmp"`, flushes it to disk and renames it over `path`: readers see the

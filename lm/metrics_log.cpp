@@ -75,7 +75,10 @@ MetricsLog::MetricsLog(const std::string& path, int64_t keep_until_step) : path_
         records_.push_back(r);
         kept += line + "\n";
       } catch (const Error&) {
-        // a damaged line: dropped (the file is rewritten without it)
+        // A damaged line in the middle (a disk error, a hand edit): not a record, so not in records(),
+        // but its bytes are the user's: kept as they are, and counted.
+        ++damaged_lines_;
+        kept += line + "\n";
       }
     }
     data::write_file_atomic(path, kept, "metrics.jsonl");
@@ -84,6 +87,8 @@ MetricsLog::MetricsLog(const std::string& path, int64_t keep_until_step) : path_
   }
   file_.reset(std::fopen(path.c_str(), "a"));
   TG_CHECK(file_ != nullptr, "cannot open '{}' for appending", path);
+  // Unbuffered: a line that failed to append is not left in a buffer to be written at close.
+  std::setvbuf(file_.get(), nullptr, _IONBF, 0);
 }
 
 MetricsLog::~MetricsLog() = default;

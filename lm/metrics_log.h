@@ -32,6 +32,8 @@ class MetricsLog {
  public:
   // Opens `path` for appending. keep_until_step ≥ 0: keep the existing records with step ≤ it
   // (rewriting the file atomically without the rest, and without a torn last line); < 0: start empty.
+  // A complete line that is not a record (damaged) is kept in the file as it is, left out of
+  // records(), and counted in damaged_lines().
   MetricsLog(const std::string& path, int64_t keep_until_step);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
@@ -39,6 +41,7 @@ class MetricsLog {
 
   void append(const MetricRecord& r);  // one line, flushed; throws naming the file on a write error
   const std::vector<MetricRecord>& records() const { return records_; }
+  int64_t damaged_lines() const { return damaged_lines_; }
 
  private:
   struct Closer {
@@ -47,6 +50,7 @@ class MetricsLog {
   std::string path_;
   std::unique_ptr<std::FILE, Closer> file_;
   std::vector<MetricRecord> records_;
+  int64_t damaged_lines_ = 0;
 };
 
 }  // namespace tapegrad::lm

@@ -33,6 +33,26 @@ std::vector<optim::ParamGroup> param_groups(const nn::TransformerLM& model) {
   return {optim::ParamGroup(std::move(decay)), optim::ParamGroup(std::move(no_decay), std::nullopt, 0.0)};
 }
 
+// Removes `dirs` (innermost first; each only while it is empty) when it goes out of scope, unless
+// dismissed: a resume() that refuses its checkpoint leaves no run directory behind that the
+// constructor made for it.
+class RemoveEmptyDirsUnlessDismissed {
+ public:
+  explicit RemoveEmptyDirsUnlessDismissed(const std::vector<std::string>& dirs) : dirs_(dirs) {}
+  RemoveEmptyDirsUnlessDismissed(const RemoveEmptyDirsUnlessDismissed&) = delete;
+  RemoveEmptyDirsUnlessDismissed& operator=(const RemoveEmptyDirsUnlessDismissed&) = delete;
+  ~RemoveEmptyDirsUnlessDismissed() {
+    if (dismissed_) return;
+    std::error_code ignored;  // a directory that is not empty stays
+    for (const std::string& d : dirs_) std::filesystem::remove(d, ignored);
+  }
+  void dismiss() { dismissed_ = true; }
+
+ private:
+  const std::vector<std::string>& dirs_;
+  bool dismissed_ = false;
+};
+
 template <class T>
 std::string exact(T v) {
   if constexpr (std::is_floating_point_v<T>) return format_exact(double(v));
@@ -80,8 +100,15 @@ void TrainOptions::validate() const {
   TG_CHECK(std::isfinite(eps) && eps >= 0, "--eps must be finite and >= 0, but is {}", eps);
   TG_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, "--weight-decay must be finite and >= 0, but is {}",
            weight_decay);
-  TG_CHECK(std::isfinite(grad_clip), "--grad-clip must be finite (0: off), but is {}", grad_clip);
+  TG_CHECK(std::isfinite(grad_clip) && grad_clip >= 0, "--grad-clip must be finite and >= 0 (0: off), but is {}",
+           grad_clip);
   TG_CHECK(keep_last >= 1, "--keep-last must be at least 1, but is {}", keep_last);
+  // The schedule: 0 keeps its documented meaning (at the end / the default), a negative value is a mistake.
+  TG_CHECK(cosine_steps >= 0, "--cosine-steps must be >= 0 (0: steps), but is {}", cosine_steps);
+  TG_CHECK(eval_every >= 0, "--eval-every must be >= 0 (0: only at the end), but is {}", eval_every);
+  TG_CHECK(eval_batch_size >= 0, "--eval-batch-size must be >= 0 (0: the batch size), but is {}", eval_batch_size);
+  TG_CHECK(checkpoint_every >= 0, "--checkpoint-every must be >= 0 (0: only at the end), but is {}", checkpoint_every);
+  TG_CHECK(log_every >= 1, "--log-every must be at least 1, but is {}", log_every);
 }
 
 uint64_t max_token_id_plus_one(const data::TokenSource& data) {
@@ -91,9 +118,18 @@ uint64_t max_token_id_plus_one(const data::TokenSource& data) {
 }
 
 Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, data::TokenSource train,
-                 std::optional<data::TokenSource> val)
-    : options_(std::move(options)), train_(train), val_(val), data_gen_(options_.seed + kDataSeedOffset) {
+                 std::optional<data::TokenSource> val, std::shared_ptr<dist::Communicator> comm)
+    : options_(std::move(options)),
+      train_(train),
+      val_(val),
+      data_gen_(options_.seed + kDataSeedOffset),
+      comm_(comm ? std::move(comm) : std::make_shared<dist::SingleProcess>()) {
   options_.validate();
+  const int ranks = comm_->world_size();
+  TG_CHECK(options_.batch_size % ranks == 0,
+           "--batch-size {} (the global batch) must be a multiple of the {} ranks: each takes an equal slice",
+           options_.batch_size, ranks);
+  writes_files_ = !options_.out_dir.empty() && comm_->rank() == 0;
   TG_CHECK(config.context_length > 0 && train_.size() >= uint64_t(config.context_length) + 1,
            "the training data holds {} tokens, fewer than one window of context {} + 1", train_.size(),
            config.context_length);
@@ -118,14 +154,30 @@ Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, da
                                                                            .betas(options_.beta1, options_.beta2)
                                                                            .eps(options_.eps)
                                                                            .weight_decay(options_.weight_decay));
-  if (!options_.out_dir.empty()) prepare_run_dir(options_.out_dir);
+  if (ranks > 1) {
+    // The same seed gives every rank the same weights; broadcasting rank 0's makes sure of it.
+    for (auto& [name, p] : model_->named_parameters()) comm_->broadcast(p, 0);
+    grad_sync_ = std::make_unique<dist::GradientSync>(comm_, optimizer_->params());
+  }
+  if (writes_files_) {
+    std::error_code ec;
+    for (std::filesystem::path p = checkpoints_dir(options_.out_dir); !p.empty() && !std::filesystem::exists(p, ec);
+         p = p.parent_path())
+      made_dirs_.push_back(p.string());
+    prepare_run_dir(options_.out_dir);
+  }
 }
 
 Trainer::~Trainer() = default;
 
-void Trainer::resume(const std::string& path) { resume(optim::read_checkpoint(path), path); }
+void Trainer::resume(const std::string& path) {
+  RemoveEmptyDirsUnlessDismissed undo_dirs(made_dirs_);
+  resume(optim::read_checkpoint(path), path);
+  undo_dirs.dismiss();
+}
 
 void Trainer::resume(const optim::Checkpoint& ck, const std::string& path) {
+  RemoveEmptyDirsUnlessDismissed undo_dirs(made_dirs_);
   // The tokenizer (when both know theirs) must be the one the data was encoded with.
   const auto fp_file = ck.extra.find("run.tokenizer_fingerprint");
   const auto fp_mine = options_.run_info.find("tokenizer_fingerprint");
@@ -144,6 +196,7 @@ void Trainer::resume(const optim::Checkpoint& ck, const std::string& path) {
   wall_s_ = wall;
   best_val_ = best;
   resumed_ = true;
+  undo_dirs.dismiss();
 }
 
 std::string Trainer::first_nonfinite_gradient() const {
@@ -169,16 +222,27 @@ StepStats Trainer::train_step() {
   const bool on_host = options_.device.type == DeviceType::CPU;
   std::vector<double> losses;        // per micro-batch, as read
   std::vector<Tensor> device_values; // on a GPU: the losses [1] each, then the norm
+  const int ranks = comm_->world_size();
   try {
     for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
-      const data::Batch b = data::get_batch(train_, options_.batch_size, c.context_length, data_gen_);
+      data::Batch b = data::get_batch(train_, options_.batch_size, c.context_length, data_gen_);
+      if (ranks > 1) {  // this rank's slice of the global batch
+        const int64_t local = options_.batch_size / ranks;
+        b.inputs = b.inputs.narrow(0, comm_->rank() * local, local).contiguous();
+        b.targets = b.targets.narrow(0, comm_->rank() * local, local).contiguous();
+      }
       const Device d = options_.device;  // the batch is drawn on the host, then copied
       Tensor loss = nn::cross_entropy(model_->forward(b.inputs.to(d)), b.targets.to(d));
       if (on_host) losses.push_back(loss.item<double>());
       else device_values.push_back(loss.detach().to(kFloat64).reshape({1}));
+      // The last micro-batch's backward averages the gradients over the ranks as it goes.
+      const bool last_micro = micro + 1 == options_.grad_accum;
+      if (grad_sync_ && last_micro) grad_sync_->begin();
       // Backward even for a loss that is not finite: the gradients show which parameter went wrong first.
       (options_.grad_accum > 1 ? loss * (1.0 / double(options_.grad_accum)) : loss).backward();
-      if (on_host && !std::isfinite(losses.back())) break;
+      if (grad_sync_ && last_micro) grad_sync_->finish();
+      // (With several ranks every rank runs every micro-batch: they must all join the same collectives.)
+      if (on_host && ranks == 1 && !std::isfinite(losses.back())) break;
     }
   } catch (const Error& e) {
     if (!options_.detect_anomaly || !std::string_view(e.what()).starts_with("anomaly detection")) throw;
@@ -196,6 +260,11 @@ StepStats Trainer::train_step() {
     norm = read.back();
     read.pop_back();
     losses = std::move(read);
+  }
+  if (ranks > 1) {  // the mean over the ranks of each micro-batch's loss
+    Tensor all = tensor(losses, kFloat64);
+    comm_->all_reduce(all, dist::ReduceOp::Mean);
+    losses = all.to_vector<double>();
   }
   double loss_sum = 0;
   std::string bad_loss;  // "the loss is nan (micro-batch 0)" when a loss is not finite
@@ -266,10 +335,13 @@ void Trainer::write_plot() const {
 }
 
 TrainResult Trainer::run(const TrainCallbacks& cb) {
-  const std::string& dir = options_.out_dir;
+  if (!options_.out_dir.empty())
+    TG_CHECK(resumed_ || !newest_checkpoint(options_.out_dir),
+             "'{}' already holds checkpoints of a run: resume it (--resume) or choose another --out",
+             options_.out_dir);
+  const std::string dir = writes_files_ ? options_.out_dir : "";  // only rank 0 writes
   if (!dir.empty()) {
-    TG_CHECK(resumed_ || !newest_checkpoint(dir),
-             "'{}' already holds checkpoints of a run: resume it (--resume) or choose another --out", dir);
+    prepare_run_dir(dir);  // again: a resume() that failed has removed what the constructor made
     nlohmann::ordered_json config;
     config["model"] = model_->config.to_config_map();
     config["train"] = options_.to_map();
@@ -334,7 +406,12 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     if (cb.on_step) cb.on_step(s);
     const bool last = step_ == options_.steps;
     if (val_ && (last || (options_.eval_every > 0 && step_ % options_.eval_every == 0))) run_eval();
-    const bool stop = !last && cb.should_stop && cb.should_stop();
+    bool stop = !last && cb.should_stop && cb.should_stop();
+    if (!last && comm_->world_size() > 1) {  // any rank's stop request stops every rank after this step
+      Tensor flag = scalar_tensor(stop ? 1.0 : 0.0, kFloat64);
+      comm_->all_reduce(flag, dist::ReduceOp::Sum);
+      stop = flag.item<double>() > 0;
+    }
     if (last || stop || (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)) checkpoint();
     if (stop) {
       result.status = TrainStatus::Stopped;

@@ -16,6 +16,14 @@
 // for bit (same thread count). Stop requests (should_stop, e.g. after SIGTERM) end the loop after
 // the current step with a checkpoint. A non-finite loss or gradient ends it BEFORE the optimizer
 // step, without a checkpoint, naming the first parameter whose gradient is not finite.
+//
+// Data parallel (a Communicator of N > 1 ranks, docs/distributed.md): every rank builds the same model
+// (rank 0's weights are broadcast to be sure), draws the same global batch of batch_size windows from
+// the same data generator and trains on its slice (windows r·B/N .. (r+1)·B/N); the gradients are
+// averaged over the ranks (dist::GradientSync: buckets all-reduced while backward runs) before
+// clipping, so every rank takes the same optimizer step. The reported loss is the mean over the ranks.
+// Only rank 0 writes files (checkpoints, metrics, config, plot); every rank resumes from the same
+// checkpoint; stop requests are agreed on (any rank's request stops all after the same step).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -24,8 +32,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data/batch.h"
+#include "dist/communicator.h"
+#include "dist/grad_sync.h"
 #include "lm/evaluate.h"
 #include "lm/metrics_log.h"
 #include "nn/transformer_lm.h"
@@ -40,16 +51,16 @@ struct TrainOptions {
   int64_t steps = 1000;             // total optimizer steps (the run ends there)
   double lr = 1e-3, min_lr = 1e-4;  // cosine from lr down to min_lr
   int64_t warmup_steps = 0;         // linear warm-up from 0
-  int64_t cosine_steps = 0;         // end of the cosine (≤ 0: steps)
+  int64_t cosine_steps = 0;         // end of the cosine (0: steps; negative is refused)
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
-  double grad_clip = 1.0;           // ≤ 0: no clipping (the norm is still computed and logged)
+  double grad_clip = 1.0;           // 0: no clipping (the norm is still computed and logged); negative is refused
   uint64_t seed = 1337;             // model initialisation and data order
   std::string out_dir;              // "" : no files at all (a library user's choice)
-  int64_t eval_every = 0;           // ≤ 0: evaluate only at the end (when there is validation data)
-  int64_t eval_batch_size = 0;      // ≤ 0: batch_size
-  int64_t checkpoint_every = 0;     // ≤ 0: checkpoint only at the end (and when stopped)
+  int64_t eval_every = 0;           // 0: evaluate only at the end (when there is validation data)
+  int64_t eval_batch_size = 0;      // 0: batch_size
+  int64_t checkpoint_every = 0;     // 0: checkpoint only at the end (and when stopped)
   int keep_last = 3;                // step checkpoints kept (best.safetensors is separate)
-  int64_t log_every = 1;            // a metrics.jsonl line every N steps (and at the last)
+  int64_t log_every = 1;            // a metrics.jsonl line every N steps (and at the last); at least 1
   bool detect_anomaly = false;      // name the tape entry that first produced a non-finite value
   Device device = Device::cpu();    // where the model, its optimizer state and the batches live
   // Stored in config.json and in every checkpoint (as run.<key>): data paths, the tokenizer's
@@ -58,7 +69,9 @@ struct TrainOptions {
 
   // Every field except run_info as strings (exact numbers), for config.json and checkpoints.
   std::map<std::string, std::string> to_map() const;
-  void validate() const;  // throws tapegrad::Error naming the option at fault
+  // Throws tapegrad::Error naming the option at fault (its tool flag); negative counts and schedule
+  // intervals are refused, 0 keeps the meaning given above.
+  void validate() const;
 };
 
 struct StepStats {
@@ -100,13 +113,16 @@ class Trainer {
   // that every token id in the data is below config.vocab_size (tapegrad::Error otherwise). With an
   // out_dir, prepares the run directory; run() refuses a directory that already holds checkpoints
   // unless resume() was called first.
+  // `comm`: the ranks of a data-parallel run (nullptr: this process alone); with N ranks batch_size
+  // (the global batch) must be a multiple of N.
   Trainer(const nn::TransformerLMConfig& config, TrainOptions options, data::TokenSource train,
-          std::optional<data::TokenSource> val = std::nullopt);
+          std::optional<data::TokenSource> val = std::nullopt, std::shared_ptr<dist::Communicator> comm = nullptr);
   ~Trainer();
 
   // Restores model, optimizer, step, data order, tokens seen, wall time and best validation loss
   // from a checkpoint. Refused (nothing changed) when its model config differs, or its
-  // run_info["tokenizer_fingerprint"] differs from ours.
+  // run_info["tokenizer_fingerprint"] differs from ours; the run directory the constructor created
+  // for this trainer is removed again then, while it is still empty (run() makes it anew).
   void resume(const std::string& checkpoint_path);
   // The same from a checkpoint already read (optim::read_checkpoint(path)): the file is read once.
   void resume(const optim::Checkpoint& checkpoint, const std::string& path);
@@ -126,6 +142,7 @@ class Trainer {
   int64_t step() const { return step_; }
   uint64_t tokens_seen() const { return tokens_; }
   const MetricsLog* metrics() const { return metrics_.get(); }
+  const dist::Communicator& communicator() const { return *comm_; }
 
  private:
   void save_to(const std::string& path);
@@ -143,7 +160,11 @@ class Trainer {
   double wall_s_ = 0;  // before this process's training started (restored on resume)
   double best_val_ = std::numeric_limits<double>::infinity();
   std::unique_ptr<MetricsLog> metrics_;
+  std::shared_ptr<dist::Communicator> comm_;   // never null (SingleProcess by default)
+  std::unique_ptr<dist::GradientSync> grad_sync_;  // with more than one rank
+  bool writes_files_ = false;                  // out_dir set and rank 0
   bool resumed_ = false;
+  std::vector<std::string> made_dirs_;  // the run directories the constructor created, innermost first
 };
 
 // A non-finite loss or gradient (the message names the step and the first such parameter).

@@ -80,7 +80,15 @@ class Checksum {
   uint64_t h_ = 0xcbf29ce484222325ULL;
 };
 
-std::string checksum(const std::map<std::string, std::string>& meta, const TensorMap& tensors) {
+std::string sizes(const std::vector<int64_t>& v) {
+  std::vector<std::string> items;
+  for (int64_t x : v) items.push_back(fmt::format("{}", x));
+  return join(items);
+}
+
+}  // namespace
+
+std::string checkpoint_checksum(const std::map<std::string, std::string>& meta, const TensorMap& tensors) {
   Checksum c;
   for (const auto& [k, v] : meta) {
     if (k == "checksum") continue;
@@ -90,14 +98,6 @@ std::string checksum(const std::map<std::string, std::string>& meta, const Tenso
   for (const auto& [name, t] : tensors) c.tensor(name, t);
   return c.hex();
 }
-
-std::string sizes(const std::vector<int64_t>& v) {
-  std::vector<std::string> items;
-  for (int64_t x : v) items.push_back(fmt::format("{}", x));
-  return join(items);
-}
-
-}  // namespace
 
 OptimizerInfo describe_optimizer(const Optimizer& optimizer) {
   OptimizerInfo info;
@@ -162,7 +162,7 @@ void save_checkpoint(const std::string& path, const TensorMap& model_state, cons
   }
   for (const auto& [k, v] : config) meta["config." + k] = v;
   for (const auto& [k, v] : extra) meta["extra." + k] = v;
-  meta["checksum"] = checksum(meta, tensors);
+  meta["checksum"] = checkpoint_checksum(meta, tensors);
 
   try {
     save_safetensors(path, tensors, meta);  // atomic: temp file, fsync, rename, fsync of the directory
@@ -188,7 +188,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   TG_CHECK(version == kCheckpointFormatVersion, "checkpoint '{}': format version {} is not supported (this build reads {})",
            path, version, kCheckpointFormatVersion);
   const std::string& stored = meta.str("checksum");
-  const std::string computed = checksum(metadata, all);
+  const std::string computed = checkpoint_checksum(metadata, all);
   TG_CHECK(stored == computed, "checkpoint '{}' is corrupt: its checksum is {} but its contents hash to {}", path,
            stored, computed);
 
@@ -251,8 +251,12 @@ int64_t load_checkpoint(const Checkpoint& ck, const std::string& path, const Mod
   TG_CHECK(theirs.kind == mine.kind, "load_checkpoint: '{}': the checkpoint holds {} optimizer state but the optimizer is {}",
            path, theirs.kind, mine.kind);
   std::vector<std::string> hyper;
-  for (const auto& [k, v] : mine.fixed)
-    if (theirs.fixed.at(k) != v) hyper.push_back(fmt::format("{} {} (file) vs {} (optimizer)", k, format_exact(theirs.fixed.at(k)), format_exact(v)));
+  for (const auto& [k, v] : mine.fixed) {
+    const auto stored = theirs.fixed.find(k);
+    TG_CHECK(stored != theirs.fixed.end(), "load_checkpoint: '{}': the checkpoint has no {} hyperparameter '{}' "
+             "(metadata 'optim.fixed.{}')", path, mine.kind, k, k);
+    if (stored->second != v) hyper.push_back(fmt::format("{} {} (file) vs {} (optimizer)", k, format_exact(stored->second), format_exact(v)));
+  }
   TG_CHECK(hyper.empty(), "load_checkpoint: '{}': {} hyperparameters differ: {}", path, mine.kind, join(hyper));
   TG_CHECK(theirs.group_sizes == mine.group_sizes,
            "load_checkpoint: '{}': the checkpoint's optimizer has parameter groups of sizes [{}] but this one [{}]", path,

@@ -88,6 +88,11 @@ int64_t load_checkpoint(const std::string& path, const ModelLoader& load_model, 
 int64_t load_checkpoint(const Checkpoint& checkpoint, const std::string& path, const ModelLoader& load_model,
                         Optimizer& optimizer, Generator& generator, const ConfigMap& expected_config);
 
+// The checksum stored as metadata "checksum": 16 hex digits of a 64-bit FNV-1a over every other metadata
+// entry and every tensor's name, dtype, shape and bytes. Public for tools (and tests) that rewrite a
+// checkpoint's metadata on purpose and must keep the file loadable.
+std::string checkpoint_checksum(const std::map<std::string, std::string>& metadata, const TensorMap& tensors);
+
 // "checkpoint config differs: d_model 64 (file) vs 128 (expected), ..." or "" when equal.
 std::string config_differences(const ConfigMap& file, const ConfigMap& expected);
 

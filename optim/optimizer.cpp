@@ -105,8 +105,8 @@ std::vector<Tensor> Optimizer::params() const {
 
 void Optimizer::check_grad(size_t i, const Tensor& p, const Tensor& grad) const {
   TG_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype() && grad.device() == p.device(),
-           "{}: the gradient of parameter {} is {} {} but the parameter is {} {}", name_, i, grad.shape(),
-           grad.dtype(), p.shape(), p.dtype());
+           "{}: the gradient of parameter {} is {} {} on {} but the parameter is {} {} on {}", name_, i, grad.shape(),
+           grad.dtype(), grad.device(), p.shape(), p.dtype(), p.device());
 }
 
 StateList Optimizer::state() const {

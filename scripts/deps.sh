@@ -5,8 +5,10 @@
 #   --test: what scripts/test.sh adds: clang-19, libomp-19-dev, libclang-rt-19-dev)
 set -euo pipefail
 
+# libopenmpi-dev + openmpi-bin: data-parallel training (`mpirun -np N tapegrad train --distributed`,
+# dist/, TAPEGRAD_MPI) and its tests; without them the build simply has no MPI communicator.
 packages=(build-essential cmake pkg-config libopenblas-openmp-dev catch2 libfmt-dev libboost-program-options-dev
-  libpcre2-dev nlohmann-json3-dev python3 python3-venv libtbb-dev)
+  libpcre2-dev nlohmann-json3-dev python3 python3-venv libtbb-dev libopenmpi-dev openmpi-bin)
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(python3-torch python3-numpy libtorch-dev) ;;

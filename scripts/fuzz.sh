@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# fuzz.sh [SECONDS] — runs every libFuzzer target of tests/fuzz/ for SECONDS each (default 60) and prints
-# a table: target | executions | exec/s | coverage (cov / ft from libFuzzer's final stats) | crashes.
+# fuzz.sh [--build-only] [SECONDS] — runs every libFuzzer target of tests/fuzz/ for SECONDS each (default
+# 60) and prints a table: target | executions | exec/s | coverage (cov / ft from libFuzzer's final stats) |
+# crashes. --build-only configures and builds, and runs nothing (scripts/test.sh times the two apart).
 # Configures build-fuzz/ with clang 19, ASan+UBSan and TAPEGRAD_FUZZ=ON (cmake/fuzz.cmake), builds with
 # nice -n 19 and -j1 (TAPEGRAD_JOBS=N for more), runs each target on a scratch copy of its seed corpus
 # (tests/fuzz/corpus/<target>/, left untouched), with tests/fuzz/dicts/<target>.dict when there is one.
@@ -8,8 +9,10 @@
 # by ctest "fuzz replay: <target>" in every build from then on) for the engineer to inspect and fix.
 # Exits 1 when any target found something. Logs: build-fuzz/fuzz-logs/<target>.log. See docs/fuzzing.md.
 set -euo pipefail
+build_only=0
+if [[ ${1:-} == --build-only ]]; then build_only=1; shift; fi
 seconds=${1:-60}
-[[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] || { echo "usage: $0 [SECONDS per target, default 60]" >&2; exit 2; }
+[[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] || { echo "usage: $0 [--build-only] [SECONDS per target, default 60]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-fuzz
 jobs=${TAPEGRAD_JOBS:-1}
@@ -31,6 +34,10 @@ nice -n 19 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAK
   { cat "$build/fuzz-configure.log"; exit 2; }
 nice -n 19 cmake --build "$build" -j"$jobs" --target "${targets[@]/#/fuzz_}" >"$build/fuzz-build.log" 2>&1 ||
   { tail -50 "$build/fuzz-build.log"; exit 2; }
+if [[ $build_only == 1 ]]; then
+  echo "fuzz.sh: built ${#targets[@]} targets in $build/fuzz/"
+  exit 0
+fi
 
 logs=$build/fuzz-logs
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/tapegrad-fuzz.XXXXXX")

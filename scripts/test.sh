@@ -4,15 +4,22 @@
 # a failing stage's log shown), then each stage's time. The stages:
 #   1. dependencies     Debian packages (scripts/deps.sh --test adds clang-19 and its OpenMP/sanitizer runtimes)
 #   2. GCC build        build/ (Release, -Werror); nvcc, where installed, compiles the CUDA backend too
-#   3. GCC tests        ctest in build/ (without a GPU the CUDA cases report "Skipped"); one test compares our
+#   3. GCC tests        ctest in build/ (without a GPU the CUDA cases report "Skipped"; the MPI tests, "dist: ...",
+#                       run on 2 ranks with mpirun on loopback); one test compares our
 #                       tokenizer.json with Hugging Face `tokenizers` from PyPI (build/hf-venv; skipped offline)
 #   4. emulated CUDA    the CUDA backend's kernels built as host code on HIP-CPU (../shared/third_party/hip-cpu)
 #                       in build-emulated/, and its cross-backend suite (tests/cuda/) against the CPU
 #   5. ASan + UBSan     the whole suite in build-asan/ (TAPEGRAD_SANITIZE=address,undefined, LeakSanitizer on)
 #   6. clang            build-clang/ with Debian's clang-19 and libomp (-Werror), the whole suite
-#   7. consumer         install build/ into a temporary prefix, build examples/ with find_package(tapegrad) and
+#   7. ThreadSanitizer  build-tsan/ (clang-19, TAPEGRAD_SANITIZE=thread): every test whose name holds "thread"
+#                       or "parallel" (the threaded kernels at 1 vs 3 threads, the parallel tokenizer; not the
+#                       MPI tests), with OpenMP's Archer tool so that TSan sees OpenMP's barriers
+#                       (docs/reliability.md)
+#   8. fuzzing          build-fuzz/ (clang-19, ASan+UBSan, libFuzzer) and every target of tests/fuzz/ for
+#                       TAPEGRAD_FUZZ_SECONDS (default 30) seconds (scripts/fuzz.sh; docs/fuzzing.md)
+#   9. consumer         install build/ into a temporary prefix, build examples/ with find_package(tapegrad) and
 #                       with pkg-config, run them (scripts/consumer_test.sh; scripts/deb_test.sh tests the .deb)
-# TAPEGRAD_TEST_STAGES=gcc,emulated,asan,clang,consumer (default: all) picks stages 4–7 (1–3 always run);
+# TAPEGRAD_TEST_STAGES=emulated,asan,clang,tsan,fuzz,consumer (default: all) picks stages 4–9 (1–3 always run);
 # TAPEGRAD_SKIP_EMULATED=1 leaves stage 4 out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,6 +80,31 @@ if want clang; then
   stage "clang-19 tests (build-clang/)" ctest_in build-clang
 else
   stage_skip "clang-19" "TAPEGRAD_TEST_STAGES"
+fi
+
+if want tsan; then
+  # Archer (libomp's OMPT tool for TSan, in libomp-19-dev) tells TSan about OpenMP's barriers and joins;
+  # without it every parallel region would be reported. halt_on_error: the first race fails the test.
+  archer=/usr/lib/llvm-19/lib/libarcher.so
+  tsan_tests() {
+    [[ -f $archer ]] || { echo "no $archer (apt-get install libomp-19-dev)"; return 1; }
+    OMP_TOOL_LIBRARIES=$archer ARCHER_OPTIONS=verbose=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+      ctest_in build-tsan -R "thread|parallel" -E "^dist: "
+  }
+  stage "ThreadSanitizer build (build-tsan/)" eval 'CC=clang-19 CXX=clang++-19 configure build-tsan \
+    -DTAPEGRAD_SANITIZE=thread -DTAPEGRAD_CUDA=OFF -DTAPEGRAD_BENCH=OFF -DTAPEGRAD_WERROR=ON &&
+    cmake --build build-tsan --target tapegrad_tests tapegrad_tool -j"$jobs"'
+  stage "ThreadSanitizer tests (build-tsan/)" tsan_tests
+else
+  stage_skip "ThreadSanitizer" "TAPEGRAD_TEST_STAGES"
+fi
+
+if want fuzz; then
+  fuzz_seconds=${TAPEGRAD_FUZZ_SECONDS:-30}
+  stage "libFuzzer build (build-fuzz/)" env TAPEGRAD_JOBS="$jobs" scripts/fuzz.sh --build-only
+  stage "fuzzing, ${fuzz_seconds}s per target (build-fuzz/)" scripts/fuzz.sh "$fuzz_seconds"
+else
+  stage_skip "fuzzing" "TAPEGRAD_TEST_STAGES"
 fi
 
 if want consumer; then

@@ -338,3 +338,14 @@ TEST_CASE("gradients flow through views, dtype conversion and concatenation", "[
   cat({x, x * 2.0}, 0).sum().backward();
   CHECK(vals(x.grad()) == std::vector<double>(6, 3.0));
 }
+
+TEST_CASE("set_grad refuses a gradient of another shape or dtype and leaves the old one", "[autograd]") {
+  Tensor x = zeros({2, 3}, Options(kFloat32).requires_grad());
+  x.set_grad(ones({2, 3}));
+  CHECK_THROWS_WITH(x.set_grad(ones({3, 2})),
+                    Catch::Contains("set_grad: gradient [3, 2] float32 on cpu does not match tensor [2, 3] float32"));
+  CHECK_THROWS_WITH(x.set_grad(ones({2, 3}, kFloat64)), Catch::Contains("gradient [2, 3] float64"));
+  CHECK(x.grad().to_vector<float>() == std::vector<float>(6, 1.0f));
+  x.set_grad(Tensor());  // undefined: clears it
+  CHECK_FALSE(x.grad().defined());
+}

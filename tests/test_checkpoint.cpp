@@ -15,6 +15,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -537,4 +538,96 @@ TEST_CASE("checkpoint: extra metadata round-trips, is under the checksum, and is
             read, path, [&](const TensorMap& sd) { c.lm->load_state_dict(sd); }, *c.opt, c.gen,
             c.lm->config.to_config_map()) == 1);
   CHECK(snapshot(c) == snapshot(a));
+}
+
+// A writer that edits the metadata or tensors and recomputes the checksum (as a buggy or hostile tool
+// could): the checksum no longer protects, so every value must be checked on its own.
+TEST_CASE("checkpoint: metadata values under a valid checksum are checked, naming the key", "[checkpoint]") {
+  TempDir dir;
+  const std::string good = dir.file("good.safetensors"), bad = dir.file("bad.safetensors");
+  Trainer a(tiny_lm(), 1, 2);
+  a.step(0);
+  a.save(good, 1);
+  std::map<std::string, std::string> meta0;
+  const TensorMap tensors0 = load_safetensors(good, &meta0);
+
+  using Edit = std::function<void(std::map<std::string, std::string>&, TensorMap&)>;
+  auto rewrite = [&](const Edit& edit) {
+    auto meta = meta0;
+    TensorMap tensors = tensors0;
+    edit(meta, tensors);
+    meta.erase("checksum");
+    meta["checksum"] = checkpoint_checksum(meta, tensors);
+    save_safetensors(bad, tensors, meta);
+  };
+  auto set = [](const std::string& key, const std::string& value) {
+    return Edit([=](auto& meta, auto&) { meta[key] = value; });
+  };
+  auto erase = [](const std::string& key) { return Edit([=](auto& meta, auto&) { meta.erase(key); }); };
+  struct Case {
+    std::string what;
+    Edit edit;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"no step", erase("step"), "the metadata has no 'step'"},
+      {"step not a number", set("step", "12x"), "metadata 'step' = '12x' is not a valid number"},
+      {"negative step", set("step", "-3"), "step -3 is negative"},
+      {"no rng word", erase("rng.s2"), "the metadata has no 'rng.s2'"},
+      {"rng word not a number", set("rng.s0", "-1"), "metadata 'rng.s0' = '-1' is not a valid number"},
+      {"has_spare not 0/1", set("rng.has_spare", "2"), "metadata 'rng.has_spare' = '2' is not 0 or 1"},
+      {"spare not a number", set("rng.spare", "nan?"), "metadata 'rng.spare' = 'nan?' is not a valid number"},
+      {"empty optimizer kind", set("optim.kind", ""), "metadata 'optim.kind' is empty"},
+      {"zero groups", set("optim.groups", "0"), "'optim.groups' = 0 is out of range"},
+      {"huge group count", set("optim.groups", "99999999999"), "'optim.groups' = 99999999999 is out of range"},
+      {"missing group", set("optim.groups", "3"), "the metadata has no 'optim.group.2.params'"},
+      {"negative lr", set("optim.group.0.lr", "-0.5"), "group 0 has an invalid lr, weight decay or parameter count"},
+      {"infinite weight decay", set("optim.group.1.weight_decay", "inf"),
+       "group 1 has an invalid lr, weight decay or parameter count"},
+      {"fixed hyperparameter not a number", set("optim.fixed.beta1", "0.9.1"),
+       "metadata 'optim.fixed.beta1' = '0.9.1' is not a valid number"},
+      {"unexpected tensor", Edit([](auto&, TensorMap& t) { t.emplace("junk", zeros({2})); }),
+       "unexpected tensor 'junk' (names start with 'model.' or 'optim.')"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    rewrite(c.edit);
+    CHECK_THROWS_WITH(read_checkpoint(bad), Catch::Contains(c.message) && Catch::Contains(bad));
+    Trainer b(tiny_lm(), 3, 4);
+    const Snapshot before = snapshot(b);
+    CHECK_THROWS_AS(b.load(bad), Error);
+    CHECK(snapshot(b) == before);
+  }
+
+  // Read fine, refused by load (and nothing modified): a fixed hyperparameter missing, AdamW's step
+  // state not an integer >= 1, a state buffer the optimizer does not know.
+  std::string step_tensor;
+  for (const auto& [name, t] : tensors0)
+    if (name.ends_with(".step")) step_tensor = name;
+  REQUIRE(!step_tensor.empty());
+  const std::vector<Case> load_cases = {
+      {"no beta1", erase("optim.fixed.beta1"), "the checkpoint has no AdamW hyperparameter 'beta1'"},
+      {"step 0", Edit([&](auto&, TensorMap& t) { t.at(step_tensor) = scalar_tensor(0.0, kFloat64); }),
+       "must be an integer >= 1, but is 0"},
+      {"step 2.5", Edit([&](auto&, TensorMap& t) { t.at(step_tensor) = scalar_tensor(2.5, kFloat64); }),
+       "must be an integer >= 1, but is 2.5"},
+      {"step float32", Edit([&](auto&, TensorMap& t) { t.at(step_tensor) = scalar_tensor(1.0, kFloat32); }),
+       "must be a 0-d float64 tensor"},
+      {"unknown buffer", Edit([&](auto&, TensorMap& t) { t.emplace("optim.0.momentum", zeros({2})); }),
+       "unknown state buffer"},
+  };
+  for (const Case& c : load_cases) {
+    INFO(c.what);
+    rewrite(c.edit);
+    CHECK_NOTHROW(read_checkpoint(bad));
+    Trainer b(tiny_lm(), 3, 4);
+    const Snapshot before = snapshot(b);
+    CHECK_THROWS_WITH(b.load(bad), Catch::Contains(c.message) && Catch::Contains(bad));
+    CHECK(snapshot(b) == before);
+  }
+  // The unedited rewrite loads (the writer above is right).
+  rewrite([](auto&, auto&) {});
+  Trainer b(tiny_lm(), 3, 4);
+  CHECK(b.load(bad) == 1);
+  CHECK(snapshot(b) == snapshot(a));
 }

@@ -2,6 +2,8 @@
 // special tokens under their raw text), load_tokenizer_model on files and directories, the fingerprint,
 // training on several files, and encode_file_to_token_file's progress callback and atomic output.
 #include <filesystem>
+#include <functional>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -247,4 +249,65 @@ TEST_CASE("encode_file_to_token_file reports progress and writes its output atom
   // an output that cannot be created names the path
   CHECK_THROWS_WITH(encode_file_to_token_file(tokenizer, dir.file("text.txt"), dir.file("no/dir/x.tok")),
                     Catch::Contains("no/dir/x.tok"));
+}
+
+TEST_CASE("load_hf_tokenizer_json refuses every malformed tokenizer.json naming the file and the entry",
+          "[data][hf_json]") {
+  ScratchDir dir("hf_json_bad");
+  const BpeModel trained = trained_on_corpus_en(300, {"<|endoftext|>"});
+  save_hf_tokenizer_json(trained, dir.file("good.json"));
+  const nlohmann::json good = nlohmann::json::parse(read_all(dir.file("good.json")));
+  REQUIRE(good["model"]["merges"].size() >= 2);
+  const std::string bad = dir.file("bad.json");
+  using json = nlohmann::json;
+  struct Case {
+    const char* what;
+    std::function<void(json&)> edit;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"model not an object", [](json& j) { j["model"] = 5; }, "no \"model\" object"},
+      {"type not BPE", [](json& j) { j["model"]["type"] = "WordPiece"; }, "model.type is \"WordPiece\", not BPE"},
+      {"no vocab", [](json& j) { j["model"].erase("vocab"); }, "model needs \"vocab\" and a \"merges\" array"},
+      {"merges not an array", [](json& j) { j["model"]["merges"] = "a b"; }, "a \"merges\" array"},
+      {"vocab not an object", [](json& j) { j["model"]["vocab"] = json::array(); }, "model.vocab is not an object"},
+      {"added_tokens not an array", [](json& j) { j["added_tokens"] = json::object(); },
+       "added_tokens is not an array"},
+      {"added token without content", [](json& j) { j["added_tokens"][0].erase("content"); },
+       "added_tokens[0] needs an unsigned \"id\" and a non-empty \"content\""},
+      {"added token with a negative id", [](json& j) { j["added_tokens"][0]["id"] = -1; },
+       "added_tokens[0] needs an unsigned \"id\""},
+      {"added token id twice with other contents",
+       [](json& j) {
+         json second = j["added_tokens"][0];
+         second["content"] = "<|other|>";
+         j["added_tokens"].push_back(second);
+       },
+       "added_tokens[1]: id 0 is also \"<|endoftext|>\""},
+      {"id not an integer", [](json& j) { j["model"]["vocab"]["a"] = "97"; }, "model.vocab \"a\": id is not an integer"},
+      {"id outside", [](json& j) { j["model"]["vocab"]["a"] = 100000; }, "model.vocab \"a\": id 100000 outside 0..299"},
+      {"id used twice", [](json& j) { j["model"]["vocab"]["a"] = j["model"]["vocab"]["b"]; }, "is used twice"},
+      {"added token at another vocab entry", [](json& j) { j["added_tokens"][0]["id"] = 5; },
+       "added token \"<|endoftext|>\" has id 5, which model.vocab gives to"},
+      {"merge of an unknown token", [](json& j) { j["model"]["merges"][0] = "zz\xc3\xa9q a"; },
+       "model.merges[0] names a token that is not in the vocabulary"},
+      {"merge without a space", [](json& j) { j["model"]["merges"][1] = "ab"; },
+       "model.merges[1]: expected \"left right\", got \"ab\""},
+      {"merge pair of numbers", [](json& j) { j["model"]["merges"][1] = json::array({1, 2}); },
+       "model.merges[1]: expected a string or a pair of strings"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    json j = good;
+    c.edit(j);
+    write_all(bad, j.dump());
+    CHECK_THROWS_WITH(load_hf_tokenizer_json(bad), Catch::Contains(c.message) && Catch::Contains(bad));
+  }
+  for (const std::string text : {"", "{", "[1, 2]", "{\"model\": {\"vocab\": {}, \"merges\": []}} trailing"}) {
+    INFO(text);
+    write_all(bad, text);
+    CHECK_THROWS_AS(load_hf_tokenizer_json(bad), Error);
+  }
+  write_all(bad, "{");
+  CHECK_THROWS_WITH(load_hf_tokenizer_json(bad), Catch::Contains("is not valid JSON"));
 }

@@ -1,9 +1,11 @@
 // test_data_token_file.cpp — the token file format (write streaming, read mapped, bad files) and
 // get_batch / SequentialBatches (shapes, shift-by-one targets, uniform start positions, devices).
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 
 #include <catch2/catch.hpp>
+
 #include <fmt/format.h>
 
 #include "data/batch.h"
@@ -86,6 +88,24 @@ TEST_CASE("bad token files give clear errors", "[data][token_file]") {
   wide_vocab[26] = 1;  // vocab_size 65546 in 2-byte tokens
   write_all(dir.file("vocab_wide.tok"), wide_vocab);
   CHECK_THROWS_WITH(TokenFile(dir.file("vocab_wide.tok")), Catch::Contains("does not fit 2-byte tokens"));
+  std::string version2 = good;
+  version2[8] = 2;
+  write_all(dir.file("version2.tok"), version2);
+  CHECK_THROWS_WITH(TokenFile(dir.file("version2.tok")),
+                    Catch::Contains("offset 8: version 2 is not supported (expected 1)"));
+
+  // The writer: a vocabulary it cannot promise is refused before the file is created; a closed writer
+  // refuses more tokens (and the file it closed stays valid).
+  CHECK_THROWS_WITH(TokenFileWriter(dir.file("v0.tok"), 0), Catch::Contains("vocab_size 0 must be in 1..2^32"));
+  CHECK_THROWS_WITH(TokenFileWriter(dir.file("vbig.tok"), (uint64_t(1) << 32) + 1),
+                    Catch::Contains("vocab_size 4294967297 must be in 1..2^32"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("v0.tok")));
+  CHECK_FALSE(std::filesystem::exists(dir.file("vbig.tok")));
+  TokenFileWriter writer(dir.file("closed.tok"), 10);
+  writer.write(tokens);
+  writer.close();
+  CHECK_THROWS_WITH(writer.write(tokens), Catch::Contains("write after close"));
+  CHECK(TokenFile(dir.file("closed.tok")).size() == tokens.size());
 }
 
 TEST_CASE("a token file's ids are checked against vocab_size on open, in every block", "[data][token_file]") {

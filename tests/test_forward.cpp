@@ -533,3 +533,13 @@ TEST_CASE("max, min, argmax and softmax of rows that are all ±inf, on every com
       for (int64_t j = 0; j < n; ++j) CHECK(p[size_t(j)] == (j == n / 2 ? 1.0 : 0.0));
     }
 }
+
+TEST_CASE("max, min and argmax over an empty dim are refused, other reductions give the identity", "[forward]") {
+  const Tensor e = zeros({0, 3});
+  CHECK_THROWS_WITH(max(e, 0), Catch::Contains("max: cannot reduce dim 0 of size 0 (shape [0, 3])"));
+  CHECK_THROWS_AS(min(e, 0), Error);
+  CHECK_THROWS_AS(argmax(e, 0), Error);
+  CHECK_THROWS_AS(max(e), Error);
+  CHECK(max(e, 1).shape() == Shape{0});  // reducing a non-empty dim of an empty tensor is fine
+  CHECK(vals(sum(e, {0})) == std::vector<double>{0, 0, 0});
+}

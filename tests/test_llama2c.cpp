@@ -333,6 +333,39 @@ TEST_CASE("llama2c: damaged tokenizer files are refused", "[llama2c]") {
   fs::remove(p);
 }
 
+// A tokenizer file written here (no shared data needed): run.c's layout, max_token_length then per
+// token a float score, an int32 length and the bytes.
+TEST_CASE("llama2c: a tokenizer without the \" \" piece or with a negative max_token_length is refused",
+          "[llama2c]") {
+  auto file = [](int32_t max_len, bool with_space) {
+    std::string b(4, '\0');
+    std::memcpy(b.data(), &max_len, 4);
+    std::vector<std::string> pieces = {"<unk>", "\n<s>\n", "\n</s>\n"};
+    for (int i = 0; i < 256; ++i) pieces.push_back(fmt::format("<0x{:02X}>", i));
+    pieces.push_back(with_space ? " " : "ab");
+    for (const std::string& piece : pieces) {
+      const float score = 0.0f;
+      const auto len = int32_t(piece.size());
+      b.append(reinterpret_cast<const char*>(&score), 4);
+      b.append(reinterpret_cast<const char*>(&len), 4);
+      b += piece;
+    }
+    return b;
+  };
+  const std::string p = temp_path("tok_small.bin");
+  spit(p, file(8, true));
+  CHECK(lm::Llama2cTokenizer(p, 260).encode("a", false) == std::vector<uint32_t>{259, 3 + 'a'});
+  spit(p, file(8, false));
+  const lm::Llama2cTokenizer no_space(p, 260);
+  CHECK_THROWS_WITH(no_space.encode("a"), Catch::Contains("has no piece \" \" (the dummy prefix)") &&
+                                              Catch::Contains(p));
+  CHECK(no_space.encode("") == std::vector<uint32_t>{lm::Llama2cTokenizer::kBos});  // no prefix needed
+  spit(p, file(-1, true));
+  CHECK_THROWS_WITH(lm::Llama2cTokenizer(p, 260), Catch::Contains("max_token_length (offset 0) is -1"));
+  CHECK_THROWS_WITH(lm::Llama2cTokenizer(p, 258), Catch::Contains("vocabulary size 258 must be in [259, 2^22]"));
+  fs::remove(p);
+}
+
 // ---- version 1 ("ak42") ----------------------------------------------------------------------------
 // The tests write version-1 files themselves from stories260K.bin's arrays: the header and order of
 // llama2.c's export.py version1_export (lm/llama2c.h), with the same float bits as the version-0 file.

@@ -5,21 +5,25 @@
 // divergence with and without anomaly detection, stop requests, pruning) and TrainOptions::validate.
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <functional>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <memory>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "autograd/io/safetensors.h"
 #include "autograd/tapegrad.h"
 #include "lm/evaluate.h"
 #include "lm/loss_plot.h"
@@ -296,6 +300,44 @@ TEST_CASE("metrics: reopening keeps the records up to the resume step and drops 
       REQUIRE(lines.size() == 10);
       CHECK(same_record(lm::from_json_line(lines[9]), train_record(7, 1.0)));
     }
+  }
+  SECTION("a damaged line in the middle is kept in the file as it is, left out of the records, counted") {
+    auto lines = lines_of_file(path);
+    lines[3] = "{\"kind\":\"tra\x01in\",\"step\":2";  // one byte changed, the rest cut off
+    std::string damaged;
+    for (const std::string& l : lines) damaged += l + "\n";
+    write_all(path, damaged);
+    {
+      lm::MetricsLog log(path, 100);
+      CHECK(log.damaged_lines() == 1);
+      REQUIRE(log.records().size() == 8);
+      CHECK(same_record(log.records()[2], all[2]));
+      CHECK(same_record(log.records()[3], all[4]));
+      CHECK(read_all(path) == damaged);
+      log.append(train_record(7, 1.0));
+    }
+    CHECK(lines_of_file(path).size() == 10);
+  }
+  SECTION("a record that cannot be appended (file size limit: a full disk) is an error naming the file") {
+    auto log = std::make_unique<lm::MetricsLog>(path, 100);
+    rlimit old{};
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
+    rlimit lim = old;
+    lim.rlim_cur = original.size();  // not one byte more
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    std::string error;
+    try {
+      log->append(train_record(7, 1.0));
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    CHECK_THAT(error, Catch::Contains("cannot append to '" + path + "' (disk full?)"));
+    CHECK(log->records().size() == 9);  // the record that was not written is not counted
+    log.reset();                        // and closing the file does not write it either
+    CHECK(read_all(path) == original);
   }
   SECTION("keep_until_step < 0 starts empty") {
     lm::MetricsLog log(path, -1);
@@ -831,6 +873,39 @@ TEST_CASE("Trainer: N steps, checkpoint, resume, M steps gives the losses of N+M
       if (e.best) best_step = e.step;
     CHECK(optim::read_checkpoint(lm::best_checkpoint_path(run)).step == best_step);
   }
+  SECTION("a checkpoint without the trainer's own entries (e.g. from import) is refused, nothing changed") {
+    std::map<std::string, std::string> meta;
+    const optim::TensorMap tensors = load_safetensors(ckpt4, &meta);
+    int edits = 0;
+    auto rewritten = [&](const std::string& key, const std::string* value) {
+      auto m = meta;
+      if (value) m[key] = *value;
+      else m.erase(key);
+      m.erase("checksum");
+      m["checksum"] = optim::checkpoint_checksum(m, tensors);
+      const std::string path = dir.file(fmt::format("edited_{}.safetensors", edits++));
+      save_safetensors(path, tensors, m);
+      return path;
+    };
+    const std::string not_a_number = "12ab";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {rewritten("extra.tokens", nullptr), "was not written by the trainer: it has no 'tokens'"},
+        {rewritten("extra.wall_s", nullptr), "was not written by the trainer: it has no 'wall_s'"},
+        {rewritten("extra.wall_s", &not_a_number), "'wall_s' = '12ab' is not a number"},
+        {rewritten("extra.best_val_loss", &not_a_number), "'best_val_loss' = '12ab' is not a number"}};
+    for (const auto& [path, message] : cases) {
+      INFO(message);
+      lm::TrainOptions other_dir = o;
+      other_dir.out_dir = dir.file("new_run");
+      lm::Trainer t(tiny_config(), other_dir, train_src(), val_src());
+      const std::vector<double> before = t.model().state_dict().begin()->second.to_vector<double>();
+      CHECK_THROWS_WITH(t.resume(path), Catch::Contains(message) && Catch::Contains(path));
+      CHECK(t.step() == 0);
+      CHECK(t.tokens_seen() == 0);
+      CHECK(t.model().state_dict().begin()->second.to_vector<double>() == before);
+      CHECK_FALSE(fs::exists(dir.file("new_run")));  // the refused resume left no run directory
+    }
+  }
   SECTION("a checkpoint of another model config or tokenizer is refused, nothing changed") {
     nn::TransformerLMConfig other = tiny_config();
     other.d_model = 48;
@@ -1062,6 +1137,13 @@ TEST_CASE("TrainOptions::validate names the option at fault", "[lm]") {
       {"--grad-clip", [&](lm::TrainOptions& o) { o.grad_clip = inf; }},
       {"--grad-clip", [&](lm::TrainOptions& o) { o.grad_clip = nan; }},
       {"--keep-last", [](lm::TrainOptions& o) { o.keep_last = 0; }},
+      {"--grad-clip must be finite and >= 0", [](lm::TrainOptions& o) { o.grad_clip = -1; }},
+      {"--cosine-steps must be >= 0", [](lm::TrainOptions& o) { o.cosine_steps = -1; }},
+      {"--eval-every must be >= 0", [](lm::TrainOptions& o) { o.eval_every = -1; }},
+      {"--eval-batch-size must be >= 0", [](lm::TrainOptions& o) { o.eval_batch_size = -8; }},
+      {"--checkpoint-every must be >= 0", [](lm::TrainOptions& o) { o.checkpoint_every = -1; }},
+      {"--log-every must be at least 1", [](lm::TrainOptions& o) { o.log_every = 0; }},
+      {"--log-every must be at least 1", [](lm::TrainOptions& o) { o.log_every = -2; }},
   };
   for (const auto& [option, edit] : cases) {
     lm::TrainOptions o;
@@ -1077,8 +1159,11 @@ TEST_CASE("TrainOptions::validate names the option at fault", "[lm]") {
   edge.eps = 0;
   edge.weight_decay = 0;
   edge.lr = edge.min_lr = 0;
-  edge.eval_every = -1;
+  edge.eval_every = 0;  // 0: only at the end
   edge.checkpoint_every = 0;
+  edge.eval_batch_size = 0;  // 0: the batch size
+  edge.cosine_steps = 0;     // 0: steps
+  edge.log_every = 1;
   CHECK_NOTHROW(edge.validate());
   // to_map holds every option, exactly.
   lm::TrainOptions m;

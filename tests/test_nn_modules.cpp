@@ -441,3 +441,28 @@ TEST_CASE("Module to(device) moves in place, or refuses an unavailable device an
   }
   CHECK(lm(ids).to_vector<float>() == before);
 }
+
+TEST_CASE("Module registration refuses empty, dotted and duplicate names, undefined or non-leaf tensors, null modules",
+          "[nn]") {
+  Module m;
+  m.register_parameter("w", zeros({2}));
+  m.register_buffer("b", zeros({2}));
+  m.register_module("child", std::make_shared<Linear>(2, 2));
+  CHECK_THROWS_WITH(m.register_parameter("", zeros({1})), Catch::Contains("a name must be non-empty and contain no '.', got ''"));
+  CHECK_THROWS_WITH(m.register_buffer("a.b", zeros({1})), Catch::Contains("got 'a.b'"));
+  CHECK_THROWS_WITH(m.register_module(".x", std::make_shared<Linear>(2, 2)), Catch::Contains("got '.x'"));
+  for (const char* taken : {"w", "b", "child"}) {
+    INFO(taken);
+    CHECK_THROWS_WITH(m.register_parameter(taken, zeros({1})), Catch::Contains(fmt::format("the name '{}' is already registered", taken)));
+    CHECK_THROWS_WITH(m.register_buffer(taken, zeros({1})), Catch::Contains("already registered"));
+    CHECK_THROWS_WITH(m.register_module(taken, std::make_shared<Linear>(2, 2)), Catch::Contains("already registered"));
+  }
+  CHECK_THROWS_WITH(m.register_parameter("u", Tensor()), Catch::Contains("Module::register_parameter: 'u' is undefined"));
+  CHECK_THROWS_WITH(m.register_buffer("u", Tensor()), Catch::Contains("Module::register_buffer: 'u' is undefined"));
+  const Tensor x = zeros({2}, Options().requires_grad());
+  CHECK_THROWS_WITH(m.register_parameter("y", x * 2.0), Catch::Contains("'y' must be a leaf (detach it first)"));
+  CHECK_THROWS_WITH(m.register_module("n", std::shared_ptr<Linear>()), Catch::Contains("Module::register_module: 'n' is null"));
+  // nothing refused was registered
+  CHECK(m.named_parameters().size() == 2);  // w and child.weight
+  CHECK(m.state_dict().size() == 3);        // + the buffer b
+}

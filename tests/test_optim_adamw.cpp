@@ -319,3 +319,27 @@ TEST_CASE("AdamW fused step equals the composed step_reference over many steps",
     }
   }
 }
+
+TEST_CASE("adamw_update_ refuses state of another shape or dtype, a step below 1, and tensors that require grad",
+          "[optim][adamw][errors]") {
+  const Tensor p = randn({4, 3}), g = randn({4, 3}), m = zeros({4, 3}), v = zeros({4, 3});
+  const AdamWHyper h{1e-2, 0.9, 0.999, 1e-8, 0.0};
+  NoGradGuard no_grad;
+  const std::vector<float> before = p.to_vector<float>();
+  CHECK_THROWS_WITH(adamw_update_(p, g, zeros({3, 4}), v, h, 1),
+                    Catch::Contains("adamw_update_: grad and state must match the parameter float32 [4, 3], got float32 [3, 4]"));
+  CHECK_THROWS_WITH(adamw_update_(p, g, m, zeros({4, 3}, kFloat64), h, 1), Catch::Contains("got float64 [4, 3]"));
+  CHECK_THROWS_WITH(adamw_update_(p, randn({12}), m, v, h, 1), Catch::Contains("got float32 [12]"));
+  CHECK_THROWS_WITH(adamw_update_(p, g, m, v, h, 0), Catch::Contains("adamw_update_: step must be ≥ 1, got 0"));
+  CHECK_THROWS_WITH(adamw_update_(arange(3.0), arange(3.0), arange(3.0), arange(3.0), h, 1),
+                    Catch::Contains("adamw_update_"));
+  CHECK(p.to_vector<float>() == before);  // nothing was updated
+  CHECK(m.to_vector<float>() == std::vector<float>(12, 0.0f));
+  {
+    GradMode::set_enabled(true);  // (restored by the guard above at scope exit)
+    const Tensor leaf = randn({4, 3}, Options().requires_grad());
+    CHECK_THROWS_WITH(adamw_update_(leaf, g, m, v, h, 1), Catch::Contains("requires grad; run it under NoGradGuard"));
+  }
+  adamw_update_(p, g, m, v, h, 1);
+  CHECK(p.to_vector<float>() != before);
+}

@@ -275,6 +275,22 @@ TEST_CASE("safetensors U8 other than 0 or 1, unsupported and unknown dtypes", "[
   CHECK_THAT(err, Catch::Contains("unknown dtype \"F31\"") && Catch::Contains("'m'"));
 }
 
+TEST_CASE("safetensors: a tensor of more dims than tapegrad holds is listed, and refused on load naming it",
+          "[safetensors]") {
+  TempDir dir;
+  const std::string path = dir.file("deep.safetensors");
+  // 9 dims of size 1 (kMaxDims is 8), one F32; beside it a tensor of exactly 8 dims, which loads.
+  write_bytes(path, make_file(R"({"deep":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,4]},)"
+                              R"("ok":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1],"data_offsets":[4,8]}})",
+                              Bytes(8, 0)));
+  SafetensorsFile f(path);
+  CHECK(f.entry("deep").shape.size() == 9);
+  CHECK_THROWS_WITH(f.load("deep"), Catch::Contains("tensor 'deep': 9 dimensions, tapegrad supports at most 8") &&
+                                        Catch::Contains(path));
+  CHECK(f.load("ok").dim() == 8);
+  CHECK_THROWS_WITH(load_safetensors(path), Catch::Contains("9 dimensions"));
+}
+
 TEST_CASE("safetensors rejects every malformed header with a precise error", "[safetensors]") {
   TempDir dir;
   const std::string path = dir.file("bad.safetensors");

@@ -69,6 +69,7 @@ class ToolProcess {
   ToolProcess& operator=(const ToolProcess&) = delete;
 
   void send(int sig) const { ::kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
   ToolResult wait() {
     int status = 0;
     ::waitpid(pid_, &status, 0);

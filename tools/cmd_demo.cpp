@@ -12,16 +12,17 @@ namespace tapegrad::cli {
 
 int cmd_demo(Args args) {
   po::options_description opts("tapegrad demo options");
-  opts.add_options()("steps", po::value<int>()->default_value(300), "training steps")(
+  opts.add_options()("steps", po::value<int>()->default_value(300), "training steps (>= 0)")(
       "seed", po::value<uint64_t>()->default_value(1234), "random seed")(
       "threads", po::value<int>()->default_value(0), "CPU threads (0: OpenMP's default)")(
       "dot", po::value<std::string>()->default_value(""), "also write the DOT graph of one step's tape here");
   po::variables_map vm;
   if (!parse(args, opts, vm, "tapegrad demo [options]")) return 0;
   set_threads(vm["threads"].as<int>());
-  print_blas_advice();
   demo::Config cfg;
   cfg.steps = vm["steps"].as<int>();
+  TG_CHECK(cfg.steps >= 0, "--steps must be >= 0, but is {}", cfg.steps);
+  print_blas_advice();
   cfg.seed = vm["seed"].as<uint64_t>();
   const demo::Result r =
       demo::train_mlp(cfg, [](int step, double loss) { fmt::print("step {:4d}  loss {:.6f}\n", step, loss); });

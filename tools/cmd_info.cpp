@@ -46,11 +46,11 @@ int cmd_info(Args args) {
       "threads", po::value<int>()->default_value(0), "CPU threads (0: OpenMP's default)");
   po::variables_map vm;
   if (!parse(args, opts, vm, "tapegrad info [--checkpoint C]")) return 0;
+  set_threads(vm["threads"].as<int>());
   if (vm.count("checkpoint")) {
     print_checkpoint(vm["checkpoint"].as<std::string>());
     return 0;
   }
-  set_threads(vm["threads"].as<int>());
   fmt::print("tapegrad 0.1.0\nOpenBLAS: {}\nOpenBLAS core: {} (threading model {}: 2 = OpenMP)\nthreads: {}\n",
              kernels::blas_library_path(), kernels::blas_core_name(), kernels::blas_parallel_model(), num_threads());
   print_blas_advice();

@@ -3,14 +3,18 @@
 //   tapegrad train --model micro --text corpus.txt --tokenizer tok/ --steps 2000 --out run
 //   tapegrad train --train train.bin --val val.bin --d-model 256 --layers 4 --heads 8 --out run
 //   tapegrad train ... --resume            (continue from the newest checkpoint in --out)
+//   mpirun -np 2 tapegrad train ... --distributed   (data parallel over MPI: docs/distributed.md)
 #include <fmt/format.h>
 
+#include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
 
 #include "data/hf_tokenizer_json.h"
+#include "dist/communicator.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
@@ -64,25 +68,29 @@ void add_options(po::options_description& opts) {
       ("lr", po::value<double>()->default_value(1e-3, "1e-3"), "peak learning rate")
       ("min-lr", po::value<double>(), "learning rate at the end of the cosine (default lr/10)")
       ("warmup-steps", po::value<int64_t>(), "linear warm-up steps (default: steps/20, at most 200)")
-      ("cosine-steps", po::value<int64_t>(), "the cosine ends at this step (default: steps)")
+      ("cosine-steps", po::value<int64_t>(), "the cosine ends at this step (0 or default: steps; not negative)")
       ("beta1", po::value<double>()->default_value(0.9, "0.9"), "AdamW β1")
       ("beta2", po::value<double>()->default_value(0.95, "0.95"), "AdamW β2")
       ("eps", po::value<double>()->default_value(1e-8, "1e-8"), "AdamW ε")
       ("weight-decay", po::value<double>()->default_value(0.1, "0.1"), "AdamW weight decay (matrices only)")
-      ("grad-clip", po::value<double>()->default_value(1.0, "1.0"), "clip the global gradient norm to this (0: off)")
+      ("grad-clip", po::value<double>()->default_value(1.0, "1.0"), "clip the global gradient norm to this (0: off; not negative)")
       ("seed", po::value<uint64_t>()->default_value(1337), "initialisation and data-order seed")
       ("threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)")
       ("device", po::value<std::string>()->default_value("cpu"), "where to train: cpu, or cuda (cuda:0) in a build with the CUDA backend")
       // run
       ("out", po::value<std::string>(), "run directory: config.json, metrics.jsonl, loss.svg, checkpoints/")
-      ("eval-every", po::value<int64_t>()->default_value(0), "evaluate on all validation data every N steps (0: at the end)")
-      ("eval-batch-size", po::value<int64_t>()->default_value(0), "windows per evaluation batch (0: batch size)")
-      ("checkpoint-every", po::value<int64_t>()->default_value(0), "checkpoint every N steps (0: at the end)")
+      ("eval-every", po::value<int64_t>()->default_value(0), "evaluate on all validation data every N steps (0: only at the end; not negative)")
+      ("eval-batch-size", po::value<int64_t>()->default_value(0), "windows per evaluation batch (0: the batch size; not negative)")
+      ("checkpoint-every", po::value<int64_t>()->default_value(0), "checkpoint every N steps (0: only at the end; not negative)")
       ("keep-last", po::value<int>()->default_value(3), "step checkpoints kept (best.safetensors is kept apart)")
-      ("log-every", po::value<int64_t>()->default_value(1), "a metrics.jsonl line every N steps")
-      ("print-every", po::value<int64_t>()->default_value(0), "a progress line every N steps when stdout is not a terminal (0: steps/50)")
+      ("log-every", po::value<int64_t>()->default_value(1), "a metrics.jsonl line every N steps (N >= 1)")
+      ("print-every", po::value<int64_t>()->default_value(0), "a progress line every N steps when stdout is not a terminal (0: steps/50; not negative)")
       ("resume", po::value<std::string>()->implicit_value(""), "continue a run: from the newest checkpoint in --out, or from the given one")
-      ("detect-anomaly", po::bool_switch(), "name the tape entry that first produces a NaN/Inf (slower)");
+      ("detect-anomaly", po::bool_switch(), "name the tape entry that first produces a NaN/Inf (slower)")
+      ("distributed", po::bool_switch(), "data-parallel training on the ranks of `mpirun -np N tapegrad train ...` "
+       "(MPI): --batch-size is the global batch, split evenly; rank 0 prints and writes the run directory")
+      ("dist-timeout", po::value<double>()->default_value(300),
+       "seconds a collective may wait for the other ranks before the job is aborted (a rank died or hangs)");
 }
 
 template <class T>
@@ -114,7 +122,8 @@ nn::TransformerLMConfig model_config(const po::variables_map& vm, int64_t data_v
            "--heads {} must divide --d-model {}", c.n_heads, c.d_model);
   TG_CHECK(c.n_kv_heads > 0 && c.n_heads % c.n_kv_heads == 0, "--kv-heads {} must divide --heads {}", c.n_kv_heads,
            c.n_heads);
-  TG_CHECK(c.context_length > 0 && c.n_layers >= 1, "--context and --layers must be positive");
+  TG_CHECK(c.context_length > 0, "--context must be positive, but is {}", c.context_length);
+  TG_CHECK(c.n_layers > 0, "--layers must be positive, but is {}", c.n_layers);
   return c;
 }
 
@@ -142,6 +151,9 @@ std::string resume_command(Args args) {
   return has_resume ? cmd : cmd + " --resume";
 }
 
+
+int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Communicator>& comm);
+
 }  // namespace
 
 int cmd_train(Args args) {
@@ -149,6 +161,27 @@ int cmd_train(Args args) {
   add_options(opts);
   po::variables_map vm;
   if (!parse(args, opts, vm, kUsage)) return 0;
+  if (!vm["distributed"].as<bool>()) return train(args, vm, nullptr);
+  const double timeout = vm["dist-timeout"].as<double>();
+  TG_CHECK(std::isfinite(timeout) && timeout > 0, "--dist-timeout must be a positive number of seconds, but is {}",
+           timeout);
+  const std::shared_ptr<dist::Communicator> comm = dist::mpi_world({.timeout_s = timeout});
+  // One progress line and one set of messages: rank 0's (the others' stdout goes nowhere).
+  if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) comm->abort(2);
+  try {
+    return train(args, vm, comm);
+  } catch (const std::exception& e) {
+    // The other ranks would wait for this one in their next collective: say what happened, end the job.
+    std::fprintf(stderr, "tapegrad: rank %d of %d: %s\n", comm->rank(), comm->world_size(), e.what());
+    comm->abort(2);
+  }
+  return 2;  // (not reached: abort ends the process)
+}
+
+namespace {
+
+int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Communicator>& comm) {
+  const bool rank0 = !comm || comm->rank() == 0;
   set_threads(vm["threads"].as<int>());
   (void)parse_device_flag(vm["device"].as<std::string>());  // refused before any work
   print_blas_advice();
@@ -157,6 +190,9 @@ int cmd_train(Args args) {
   const std::string out = vm["out"].as<std::string>();
   TG_CHECK(vm.count("text") != vm.count("train"), "give either --text FILE or --train TOKENS.bin (not both, not neither)");
   TG_CHECK(!(vm.count("text") && vm.count("val")), "--val goes with --train; --text holds out its own validation part");
+  TG_CHECK(!(vm.count("steps") && vm.count("tokens")), "give --steps or --tokens, not both");
+  const int64_t print_every = vm["print-every"].as<int64_t>();
+  TG_CHECK(print_every >= 0, "--print-every must be >= 0 (0: steps/50), but is {}", print_every);
 
   // The tokenizer: the given one, or the run's own when resuming.
   std::optional<data::BpeModel> bpe;
@@ -226,7 +262,6 @@ int cmd_train(Args args) {
   const lm::ModelPreset* preset = vm.count("model") ? &lm::model_preset(vm["model"].as<std::string>()) : nullptr;
   o.batch_size = get<int64_t>(vm, "batch-size").value_or(preset ? preset->batch_size : 32);
   o.grad_accum = vm["grad-accum"].as<int64_t>();
-  TG_CHECK(!(vm.count("steps") && vm.count("tokens")), "give --steps or --tokens, not both");
   const int64_t tokens_per_step = o.batch_size * o.grad_accum * config.context_length;
   o.steps = vm.count("tokens") ? (vm["tokens"].as<int64_t>() + tokens_per_step - 1) / tokens_per_step
                                : get<int64_t>(vm, "steps").value_or(1000);
@@ -257,12 +292,12 @@ int cmd_train(Args args) {
   }
   o.run_info = run_info;
 
-  lm::Trainer trainer(config, o, *train_src, val_src);
+  lm::Trainer trainer(config, o, *train_src, val_src, comm);
   if (!resume_from.empty()) {
     trainer.resume(*resume_ck, resume_from);
     fmt::print("resumed from {} at step {}\n", resume_from, trainer.step());
   }
-  if (bpe && !std::filesystem::exists(std::filesystem::path(out) / "tokenizer.json"))
+  if (rank0 && bpe && !std::filesystem::exists(std::filesystem::path(out) / "tokenizer.json"))
     data::save_hf_tokenizer_json(*bpe, (std::filesystem::path(out) / "tokenizer.json").string());
 
   const double flops = lm::flops_per_token(trainer.model().config);
@@ -275,9 +310,7 @@ int cmd_train(Args args) {
              o.steps, sgemm, threads);
 
   install_stop_signals();
-  const int64_t print_every = vm["print-every"].as<int64_t>() > 0 ? vm["print-every"].as<int64_t>()
-                                                                   : std::max<int64_t>(1, o.steps / 50);
-  ProgressLine progress(flops, sgemm, print_every);
+  ProgressLine progress(flops, sgemm, print_every > 0 ? print_every : std::max<int64_t>(1, o.steps / 50));
   lm::TrainCallbacks cb;
   cb.on_step = [&](const lm::StepStats& s) { progress.step(s); };
   cb.on_eval = [&](const lm::EvalStats& e) { progress.eval(e); };
@@ -293,19 +326,23 @@ int cmd_train(Args args) {
       fmt::print("run directory {}: metrics.jsonl, loss.svg, config.json, checkpoints/\n", out);
       return 0;
     case lm::TrainStatus::Stopped: {
-      const int sig = stop_signal();
-      std::fprintf(stderr, "tapegrad: %s by %s; checkpoint %s\n  resume with: %s\n", r.message.c_str(),
+      const int sig = stop_signal() != 0 ? stop_signal() : SIGTERM;  // (another rank's signal)
+      if (rank0)
+        std::fprintf(stderr, "tapegrad: %s by %s; checkpoint %s\n  resume with: %s\n", r.message.c_str(),
                    sig == SIGINT ? "Ctrl-C" : "SIGTERM", r.last_checkpoint.c_str(), resume_command(args).c_str());
       return 128 + sig;
     }
     case lm::TrainStatus::Diverged: {
       const auto newest = lm::newest_checkpoint(out);
-      std::fprintf(stderr, "tapegrad: training diverged: %s; the newest checkpoint is %s%s\n", r.message.c_str(),
+      if (rank0)
+        std::fprintf(stderr, "tapegrad: training diverged: %s; the newest checkpoint is %s%s\n", r.message.c_str(),
                    newest ? newest->c_str() : "(none)", o.detect_anomaly ? "" : " (rerun with --detect-anomaly to find the op)");
       return 3;
     }
   }
   return 0;
 }
+
+}  // namespace
 
 }  // namespace tapegrad::cli

@@ -4,12 +4,16 @@
 // Two shapes of work:
 //  * inner reduction — the reduced dims include the input's fastest-moving dim (sum over the
 //    last dim, or over everything): each output reduces one block with a SIMD reduction;
-//    threads split the outputs, or split the block when there are fewer outputs than threads.
+//    threads split the outputs, or, for a few long blocks, each block is cut into fixed chunks
+//    of kElementwiseGrain elements whose partial results combine in chunk order.
 //  * outer reduction — the fastest dim is kept (sum over the batch of a [N, C] gradient):
-//    walk the input in memory order adding rows into an accumulator row, one row per thread,
-//    then add the threads' rows. No strided column walks.
-// Float sums accumulate blocks of 1024 in float lanes and the block sums in double; max/min
-// propagate NaN.
+//    walk the input in memory order adding rows into an accumulator row, one per slab of the
+//    input (at most kOuterSlabs, fixed by the shape), then add the slabs' rows in order. No
+//    strided column walks.
+// Every split depends on the shapes only, never on the thread count, so a sum gives the same bits
+// on 1 thread and on 64 (tests/test_threads.cpp). Float sums accumulate blocks of 1024 in float
+// lanes and the block sums in double; max/min propagate NaN.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -22,6 +26,11 @@
 
 namespace tapegrad::kernels::cpu {
 namespace {
+
+// Inner reductions with fewer outputs than this and blocks longer than kElementwiseGrain split each
+// block into chunks; outer reductions use at most kOuterSlabs accumulator rows.
+constexpr int64_t kFewOutputs = 16;
+constexpr int64_t kOuterSlabs = 64;
 
 template <class T, ReduceOp Op>
 struct Reducer {
@@ -117,8 +126,7 @@ void reduce_typed(const TensorView& out, const TensorView& in) {
       return acc;
     };
     NdLoop<2> outs(kept_shape, {{out.data, &kept_out, sizeof(T)}, {in.data, &kept_in, sizeof(T)}});
-    const int threads = omp_get_max_threads();
-    if (n_out >= threads || n_red * n_out <= kElementwiseGrain) {
+    if (n_out >= kFewOutputs || n_red <= kElementwiseGrain) {
       const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, n_red));
       parallel_for(n_out, grain, [&](int64_t b, int64_t e) {
         outs.run(b, e, [&](char** p, int64_t n, const int64_t* s) {
@@ -127,13 +135,17 @@ void reduce_typed(const TensorView& out, const TensorView& in) {
         });
       });
     } else {
-      // Few outputs, long blocks: threads split each block; partials combine in thread order.
+      // Few outputs, long blocks: each block in chunks of kElementwiseGrain (fixed by n_red, so
+      // the same chunks on any thread count), threads split the chunks, partials combine in order.
+      const int64_t chunks = (n_red + kElementwiseGrain - 1) / kElementwiseGrain;
+      std::vector<Acc> partial(static_cast<size_t>(chunks));
       outs.run(0, n_out, [&](char** p, int64_t n, const int64_t* s) {
         for (int64_t i = 0; i < n; ++i) {
-          std::vector<Acc> partial(threads, R::identity());
           const char* base = p[1] + i * s[1];
-          parallel_for(n_red, kElementwiseGrain, [&](int64_t b, int64_t e) {
-            partial[omp_get_thread_num()] = reduce_block(base, b, e, R::identity());
+          parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
+            for (int64_t c = b; c < e; ++c)
+              partial[c] = reduce_block(base, c * kElementwiseGrain, std::min(n_red, (c + 1) * kElementwiseGrain),
+                                        R::identity());
           });
           Acc acc = R::identity();
           for (Acc v : partial) acc = R::combine(acc, v);
@@ -154,11 +166,16 @@ void reduce_typed(const TensorView& out, const TensorView& in) {
       else acc_strides_full.push_back(0);
     }
   }
-  int threads = omp_get_max_threads();
-  if (in.numel() <= kElementwiseGrain || int64_t(threads) * n_out * int64_t(sizeof(Acc)) > (int64_t{64} << 20))
-    threads = 1;
-  std::vector<Acc> acc(static_cast<size_t>(threads) * n_out, R::identity());
-  auto accumulate = [&](int t, int64_t b, int64_t e) {
+  // Slabs: consecutive ranges of the input in memory order, each with its own accumulator row. Their
+  // number depends on the shape only (about one per kElementwiseGrain elements, at most kOuterSlabs,
+  // and the rows within 64 MiB), so the sum is the same on any thread count.
+  const int64_t total = in.numel();
+  // (A slab spans at least 4 accumulator rows, so adding the slabs up costs at most a quarter of the pass.)
+  const int64_t rows = total / std::max<int64_t>(1, n_out);
+  int64_t slabs = std::clamp<int64_t>(std::min(total / kElementwiseGrain, rows / 4), 1, kOuterSlabs);
+  if (slabs * n_out * int64_t(sizeof(Acc)) > (int64_t{64} << 20)) slabs = 1;
+  std::vector<Acc> acc(static_cast<size_t>(slabs * n_out), R::identity());
+  auto accumulate = [&](int64_t t, int64_t b, int64_t e) {
     NdLoop<2> loop(in.shape, {{acc.data() + t * n_out, &acc_strides_full, sizeof(Acc)}, {in.data, &in.strides, sizeof(T)}});
     loop.run(b, e, [&](char** p, int64_t n, const int64_t* s) {
       if (s[0] == sizeof(Acc) && s[1] == sizeof(T)) {
@@ -173,23 +190,16 @@ void reduce_typed(const TensorView& out, const TensorView& in) {
       }
     });
   };
-  const int64_t total = in.numel();
-  if (threads == 1) {
-    accumulate(0, 0, total);
-  } else {
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num(), T_ = omp_get_num_threads();
-      const int64_t chunk = (total + T_ - 1) / T_;
-      accumulate(t, std::min(total, t * chunk), std::min(total, (t + 1) * chunk));
-    }
-  }
+  const int64_t chunk = (total + slabs - 1) / slabs;
+  parallel_for(slabs, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) accumulate(t, std::min(total, t * chunk), std::min(total, (t + 1) * chunk));
+  });
   NdLoop<1> outs(kept_shape, {{out.data, &kept_out, sizeof(T)}});
   int64_t j = 0;
   outs.run(0, n_out, [&](char** p, int64_t n, const int64_t* s) {
     for (int64_t i = 0; i < n; ++i, ++j) {
       Acc a = acc[j];
-      for (int t = 1; t < threads; ++t) a = R::combine(a, acc[t * n_out + j]);
+      for (int64_t t = 1; t < slabs; ++t) a = R::combine(a, acc[t * n_out + j]);
       *reinterpret_cast<T*>(p[0] + i * s[0]) = T(a);
     }
   });

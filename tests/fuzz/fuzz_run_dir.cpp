@@ -3,8 +3,9 @@
 // names put into checkpoints/. Asserts: from_json_line throws only tapegrad::Error, and a record it
 // reads survives to_json_line → from_json_line (finite numbers exactly, non-finite ones as NaN);
 // reopening the log with MetricsLog(path, keep_until_step) keeps exactly the records with step ≤ the
-// step that from_json_line reads from each complete line (none when that step is negative); list_step_checkpoints lists only names of
-// the form step_<N>.safetensors, N ≥ 0, sorted by step.
+// step that from_json_line reads from each complete line (none when that step is negative) and counts
+// every other complete line as damaged; list_step_checkpoints lists only names of the form
+// step_<N>.safetensors, N ≥ 0, sorted by step.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -50,6 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // metrics.jsonl: every complete line on its own, then the whole file reopened.
   std::vector<int64_t> steps;  // of the complete lines that read as records
+  size_t damaged = 0;          // complete lines that do not
   const std::string_view log = parts.first;
   for (size_t at = 0; at < log.size();) {
     const size_t nl = log.find('\n', at);
@@ -61,6 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       steps.push_back(r.step);
       check_round_trip(r);
     } catch (const Error&) {
+      ++damaged;
     }
   }
   const int64_t keep_until = steps.empty() ? 0 : steps[steps.size() / 2];
@@ -72,6 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (keep_until < 0) kept = 0;  // a negative keep_until_step starts an empty log
     FUZZ_ASSERT(reopened.records().size() == kept, "MetricsLog kept another number of records");
     for (const MetricRecord& r : reopened.records()) FUZZ_ASSERT(r.step <= keep_until, "a later record was kept");
+    FUZZ_ASSERT(keep_until < 0 || reopened.damaged_lines() == int64_t(damaged), "MetricsLog counted another number of "
+                "damaged lines");
   }
 
   // checkpoints/: the listing reads only the names.
