@@ -19,7 +19,9 @@
 //    or called another collective) throws dist::TimeoutError naming the operation, and the
 //    communicator is then broken: its destructor aborts the whole job (MPI_Abort) instead of waiting.
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "autograd/tensor.h"
@@ -83,6 +85,18 @@ bool launched_by_mpi();
 // The MPI world (MPI_Init_thread on first use, MPI_Finalize when the last reference goes). Throws in a
 // build without MPI, naming the CMake option.
 std::shared_ptr<Communicator> mpi_world(const MpiOptions& options = {});
+
+// True when this build has NCCL (TAPEGRAD_NCCL: the CUDA backend built with nvcc, MPI and libnccl).
+bool nccl_built();
+// The NCCL world for tensors on `device` (a GPU), set up over `bootstrap` (the MPI world, which carries
+// NCCL's unique id from rank 0 to the others): same ranks, same rules; collectives run on the CUDA
+// backend's stream. Throws in a build without NCCL.
+std::shared_ptr<Communicator> nccl_world(std::shared_ptr<Communicator> bootstrap, Device device,
+                                         const MpiOptions& options = {});
+
+// Every rank's `bytes` become root's (a broadcast of the bytes packed into int64 words): how NCCL's
+// unique id travels from rank 0 to the others.
+void broadcast_bytes(Communicator& comm, std::span<uint8_t> bytes, int root);
 
 // Checks shared by the implementations (op names the operation in the message).
 void check_collective_tensor(const char* op, const Tensor& t, ReduceOp reduce);

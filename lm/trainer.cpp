@@ -262,7 +262,7 @@ StepStats Trainer::train_step() {
     losses = std::move(read);
   }
   if (ranks > 1) {  // the mean over the ranks of each micro-batch's loss
-    Tensor all = tensor(losses, kFloat64);
+    Tensor all = tensor(losses, kFloat64).to(options_.device);  // (NCCL reduces device tensors only)
     comm_->all_reduce(all, dist::ReduceOp::Mean);
     losses = all.to_vector<double>();
   }
@@ -408,7 +408,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     if (val_ && (last || (options_.eval_every > 0 && step_ % options_.eval_every == 0))) run_eval();
     bool stop = !last && cb.should_stop && cb.should_stop();
     if (!last && comm_->world_size() > 1) {  // any rank's stop request stops every rank after this step
-      Tensor flag = scalar_tensor(stop ? 1.0 : 0.0, kFloat64);
+      Tensor flag = scalar_tensor(stop ? 1.0 : 0.0, Options(kFloat64).device(options_.device));
       comm_->all_reduce(flag, dist::ReduceOp::Sum);
       stop = flag.item<double>() > 0;
     }

@@ -88,7 +88,8 @@ void add_options(po::options_description& opts) {
       ("resume", po::value<std::string>()->implicit_value(""), "continue a run: from the newest checkpoint in --out, or from the given one")
       ("detect-anomaly", po::bool_switch(), "name the tape entry that first produces a NaN/Inf (slower)")
       ("distributed", po::bool_switch(), "data-parallel training on the ranks of `mpirun -np N tapegrad train ...` "
-       "(MPI): --batch-size is the global batch, split evenly; rank 0 prints and writes the run directory")
+       "(MPI; NCCL with --device cuda): --batch-size is the global batch, split evenly; rank 0 prints and writes "
+       "the run directory")
       ("dist-timeout", po::value<double>()->default_value(300),
        "seconds a collective may wait for the other ranks before the job is aborted (a rank died or hangs)");
 }
@@ -165,9 +166,23 @@ int cmd_train(Args args) {
   const double timeout = vm["dist-timeout"].as<double>();
   TG_CHECK(std::isfinite(timeout) && timeout > 0, "--dist-timeout must be a positive number of seconds, but is {}",
            timeout);
-  const std::shared_ptr<dist::Communicator> comm = dist::mpi_world({.timeout_s = timeout});
+  const Device device = parse_device_flag(vm["device"].as<std::string>());
+  std::shared_ptr<dist::Communicator> comm = dist::mpi_world({.timeout_s = timeout});
   // One progress line and one set of messages: rank 0's (the others' stdout goes nowhere).
   if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) comm->abort(2);
+  if (device.type == DeviceType::CUDA) {
+    if (dist::nccl_built()) {
+      try {
+        comm = dist::nccl_world(comm, device, {.timeout_s = timeout});  // set up over MPI
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "tapegrad: rank %d: %s\n", comm->rank(), e.what());
+        comm->abort(2);
+      }
+    } else if (comm->rank() == 0) {
+      std::fprintf(stderr, "tapegrad: note: this build has no NCCL: the gradients of --device %s go through the "
+                   "host over MPI (slow)\n", vm["device"].as<std::string>().c_str());
+    }
+  }
   try {
     return train(args, vm, comm);
   } catch (const std::exception& e) {

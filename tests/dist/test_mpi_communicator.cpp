@@ -5,6 +5,7 @@
 // end the job instead of hanging.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -140,4 +141,36 @@ TEST_CASE("mpi: a rank that never joins a collective makes the others time out a
   }
   CHECK_THROWS_WITH(w->barrier(), Catch::Contains("an earlier collective of this communicator failed"));
   // leaving: the broken world's destructor aborts the job (MPI_Abort), which also ends rank 1
+}
+
+TEST_CASE("mpi: 128 bytes from rank 0 reach every rank (how the NCCL unique id travels)", "[dist][mpi]") {
+  auto w = world();
+  std::array<uint8_t, 128> id{};
+  for (size_t i = 0; i < id.size(); ++i) id[i] = uint8_t(w->rank() == 0 ? (i * 37 + 11) & 0xff : 0xee);
+  dist::broadcast_bytes(*w, id, 0);
+  for (size_t i = 0; i < id.size(); ++i) {
+    INFO("byte " << i);
+    REQUIRE(id[i] == uint8_t((i * 37 + 11) & 0xff));
+  }
+  std::array<uint8_t, 5> odd{};  // not a multiple of 8
+  if (w->rank() == 1) odd = {1, 2, 3, 4, 5};
+  dist::broadcast_bytes(*w, odd, 1);
+  CHECK(odd == std::array<uint8_t, 5>{1, 2, 3, 4, 5});
+}
+
+TEST_CASE("mpi: nccl_world says what is missing where it cannot run", "[dist][mpi]") {
+  auto w = world();
+  if (!dist::nccl_built()) {
+    CHECK_THROWS_WITH(dist::nccl_world(w, Device::cuda(0)), Catch::Contains("this build of tapegrad has no NCCL"));
+    return;
+  }
+  // NCCL is built: without a GPU its set-up fails on every rank with an Error naming NCCL or CUDA.
+  bool gpu = true;
+  try {
+    (void)zeros({1}, Options().device(Device::cuda(0)));
+  } catch (const Error&) {
+    gpu = false;
+  }
+  if (!gpu) CHECK_THROWS_AS(dist::nccl_world(w, Device::cuda(0)), Error);
+  CHECK_THROWS_WITH(dist::nccl_world(w, Device::cpu()), Catch::Contains("nccl_world: device cpu is not a GPU"));
 }
