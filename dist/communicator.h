@@ -8,8 +8,9 @@
 //
 // Implementations: SingleProcess (world size 1: every collective is the identity, always built) and
 // MPI (dist/mpi_communicator.cpp, TAPEGRAD_MPI: Open MPI's host buffers; a tensor on a GPU is staged
-// through the host). NCCL (device buffers, bootstrapped through MPI) lives in kernels/cuda/, the only
-// place that may include CUDA headers.
+// through the host), and NCCL (dist/nccl_communicator.cpp: device buffers, its unique id carried by a
+// bootstrap communicator, MPI for several ranks; the NCCL calls are in kernels/cuda/nccl.cu, the only
+// place that may include CUDA headers).
 //
 // Rules every implementation keeps:
 //  * Collectives are called by every rank in the same order with tensors of the same shape and dtype
@@ -86,7 +87,7 @@ bool launched_by_mpi();
 // build without MPI, naming the CMake option.
 std::shared_ptr<Communicator> mpi_world(const MpiOptions& options = {});
 
-// True when this build has NCCL (TAPEGRAD_NCCL: the CUDA backend built with nvcc, MPI and libnccl).
+// True when this build has NCCL (TAPEGRAD_NCCL: the CUDA backend built with nvcc and libnccl).
 bool nccl_built();
 // The NCCL world for tensors on `device` (a GPU), set up over `bootstrap` (the MPI world, which carries
 // NCCL's unique id from rank 0 to the others): same ranks, same rules; collectives run on the CUDA

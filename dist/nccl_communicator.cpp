@@ -1,6 +1,6 @@
 // nccl_communicator.cpp — dist::nccl_world: the Communicator for tensors on the GPU (NCCL through
-// kernels/nccl.h), set up over an existing MPI world the way llm.c does it: rank 0 makes NCCL's unique
-// id, MPI broadcasts it, every rank joins. In a build without NCCL it throws, naming what is missing.
+// kernels/nccl.h), set up over a bootstrap communicator the way llm.c does it over MPI: rank 0 makes
+// NCCL's unique id, the bootstrap broadcasts it, every rank joins. In a build without NCCL it throws.
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -98,8 +98,8 @@ bool nccl_built() { return kernels::nccl_built(); }
 std::shared_ptr<Communicator> nccl_world(std::shared_ptr<Communicator> bootstrap, Device device,
                                          const MpiOptions& options) {
   TG_CHECK(bootstrap != nullptr, "nccl_world: no bootstrap communicator");
-  TG_CHECK(kernels::nccl_built(), "this build of tapegrad has no NCCL (it needs the CUDA backend built with nvcc, "
-           "MPI and libnccl: TAPEGRAD_NCCL); `--distributed --device cuda` would copy every gradient through the host");
+  TG_CHECK(kernels::nccl_built(), "this build of tapegrad has no NCCL (it needs the CUDA backend built with nvcc "
+           "and libnccl: TAPEGRAD_NCCL)");
   return std::make_shared<NcclWorld>(std::move(bootstrap), device, options.timeout_s);
 }
 

@@ -1,6 +1,6 @@
 // nccl.h — NCCL collectives on device buffers for dist/'s NCCL communicator (dist/nccl_communicator.cpp).
 // The lowest layer's side of it: raw device pointers and kernels::DType, no CUDA header (the code is in
-// kernels/cuda/nccl.cu, built with TAPEGRAD_NCCL: the CUDA backend built by nvcc, MPI and libnccl found).
+// kernels/cuda/nccl.cu, built with TAPEGRAD_NCCL: the CUDA backend built by nvcc and libnccl found).
 //
 //   NcclId id = rank == 0 ? nccl_unique_id() : NcclId{};   // then every rank gets rank 0's id (over MPI)
 //   NcclComm comm(id, rank, world_size);                   // collective: every rank constructs it

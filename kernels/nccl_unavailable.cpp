@@ -1,4 +1,4 @@
-// nccl_unavailable.cpp — kernels/nccl.h in a build without NCCL (no nvcc, no MPI, or no libnccl).
+// nccl_unavailable.cpp — kernels/nccl.h in a build without NCCL (no nvcc, or no libnccl).
 #include "kernels/error.h"
 #include "kernels/nccl.h"
 
@@ -6,7 +6,7 @@ namespace tapegrad::kernels {
 
 namespace {
 [[noreturn]] void no_nccl() {
-  throw Error("this build of tapegrad has no NCCL (it needs the CUDA backend built with nvcc, MPI, and libnccl; "
+  throw Error("this build of tapegrad has no NCCL (it needs the CUDA backend built with nvcc and libnccl; "
               "see TAPEGRAD_NCCL)");
 }
 }  // namespace
