@@ -37,6 +37,10 @@ class Work {
  public:
   virtual ~Work() = default;
   virtual void wait() = 0;
+  // Lets the collective advance without waiting; true once it is complete (wait() is still needed to
+  // finish it). MPI without a progress thread moves a non-blocking collective only inside MPI calls, so
+  // whoever overlaps work with a collective calls this now and then (GradientSync does, from its hook).
+  virtual bool test() { return false; }
 };
 
 class TimeoutError : public Error {

@@ -77,6 +77,9 @@ void GradientSync::on_ready(size_t k) {
     start(b);
     ++started_early_;
   }
+  // Move the buckets in flight along (MPI progresses a non-blocking collective only inside MPI calls).
+  for (Bucket& other : buckets_)
+    if (other.work) other.work->test();
 }
 
 void GradientSync::finish() {

@@ -51,6 +51,7 @@ class MpiWork : public Work {
       : world_(world), op_(op), target_(std::move(target)), buffer_(std::move(buffer)), req_(req), scale_(scale) {}
   ~MpiWork() override;
   void wait() override;
+  bool test() override;
 
  private:
   MpiWorld& world_;
@@ -58,7 +59,8 @@ class MpiWork : public Work {
   Tensor target_, buffer_;  // buffer_ is target_ itself for a host tensor
   MPI_Request req_;
   double scale_;            // 1/N for a mean
-  bool done_ = false;
+  bool done_ = false;       // wait() has run
+  bool complete_ = false;   // test() saw it complete
 };
 
 class MpiWorld : public Communicator {
@@ -183,6 +185,14 @@ MpiWork::~MpiWork() {
   } catch (const Error&) {
     // timed out: wait() kept the buffer alive; the world aborts the job when it goes
   }
+}
+
+bool MpiWork::test() {
+  if (done_ || complete_) return true;
+  int flag = 0;
+  if (MPI_Test(&req_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;  // wait() reports it
+  complete_ = flag != 0;  // (MPI has set req_ to MPI_REQUEST_NULL; wait() then returns at once)
+  return complete_;
 }
 
 void MpiWork::wait() {

@@ -9,7 +9,7 @@ efficiency at 2, 8 and 64 ranks:
   overlap           backward (about 2/3 of a step's compute) hides the all-reduce of every bucket but the
                     last: exposed = max(0, t_comm - 2/3 t_compute) + t_comm(one 4 MiB bucket);
                     eff = t_compute / (t_compute + exposed)
-Usage: scripts/dist_scaling.py [--tiny-cpu-tok-s X]   (X: tokens/s of one rank measured here)
+Usage: scripts/dist_scaling.py [--cpu-gflops G]   (G: the model GFLOP/s one rank reached here, single thread)
 """
 import argparse
 
@@ -41,8 +41,7 @@ def efficiency(t_c, nbytes, bw, n):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tiny-cpu-tok-s", type=float, default=None)
-    ap.add_argument("--cpu-gflops", type=float, default=None, help="model GFLOP/s of one rank here (tiny)")
+    ap.add_argument("--cpu-gflops", type=float, default=None, help="model GFLOP/s of one rank here (1 thread)")
     a = ap.parse_args()
     models = {
         # name: (V, T, C, L, H, Hkv, F, per-rank batch)
@@ -57,12 +56,9 @@ def main():
         nbytes = 4 * p
         tokens = B * T
         machines = [("H100 (PyTorch eager fp32 rate)", tokens / h100[name])]
-        if a.tiny_cpu_tok_s and a.cpu_gflops:
-            if name == "tiny":
-                machines.insert(0, ("this CPU, 1 thread/rank (measured)", tokens / a.tiny_cpu_tok_s))
-            else:
-                t = tokens * flops_per_token(V, T, C, L, H, Hkv, F) / (a.cpu_gflops * 1e9)
-                machines.insert(0, ("this CPU, 1 thread/rank (at tiny's GFLOP/s)", t))
+        if a.cpu_gflops:
+            t = tokens * flops_per_token(V, T, C, L, H, Hkv, F) / (a.cpu_gflops * 1e9)
+            machines.insert(0, (f"this CPU, 1 core/rank at {a.cpu_gflops:.0f} GFLOP/s", t))
         print(f"\n{name}: {p / 1e6:.2f} M parameters, {nbytes / 1e6:.1f} MB of float32 gradients per step; "
               f"per-rank batch {B} x {T} = {tokens} tokens\n")
         print("| machine | compute/step | link | " + " | ".join(f"{n} ranks: all-reduce, eff. plain / overlap"
