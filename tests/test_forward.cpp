@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "tests/thread_count.h"
 
 using namespace tapegrad;
 
@@ -30,12 +31,7 @@ void check_close(const std::vector<double>& got, const std::vector<double>& want
   }
 }
 
-// Restores the thread count on scope exit, even when a check fails.
-struct Threads {
-  int prev = num_threads();
-  explicit Threads(int n) { set_num_threads(n); }
-  ~Threads() { set_num_threads(prev); }
-};
+using Threads = testing::ThreadCount;
 
 // Naive C[M, N] = A[M, K] B[K, N] with explicit element strides, in float64.
 std::vector<double> naive_mm(const std::vector<double>& A, int64_t ars, int64_t acs, const std::vector<double>& B,

@@ -7,16 +7,13 @@
 #include <limits>
 
 #include "autograd/tapegrad.h"
+#include "tests/thread_count.h"
 
 using namespace tapegrad;
 
 namespace {
 
-struct ThreadsGuard {
-  int saved = num_threads();
-  explicit ThreadsGuard(int n) { set_num_threads(n); }
-  ~ThreadsGuard() { set_num_threads(saved); }
-};
+using ThreadsGuard = testing::ThreadCount;
 
 // first index of the maximum of each row of a [rows, len] row-major array; NaN beats all
 std::pair<std::vector<double>, std::vector<int64_t>> naive(const std::vector<double>& v, int64_t rows, int64_t len) {

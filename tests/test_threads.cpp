@@ -13,17 +13,13 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "tests/thread_count.h"
 
 using namespace tapegrad;
 
 namespace {
 
-// Restores the thread count on scope exit, even when a check fails.
-struct ThreadCount {
-  int prev = num_threads();
-  explicit ThreadCount(int n) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(prev); }
-};
+using testing::ThreadCount;
 
 struct Run {
   std::vector<double> y;
