@@ -16,7 +16,7 @@
 #                       MPI tests), with OpenMP's Archer tool so that TSan sees OpenMP's barriers
 #                       (docs/reliability.md)
 #   8. fuzzing          build-fuzz/ (clang-19, ASan+UBSan, libFuzzer) and every target of tests/fuzz/ for
-#                       TAPEGRAD_FUZZ_SECONDS (default 30) seconds (scripts/fuzz.sh; docs/fuzzing.md)
+#                       TAPEGRAD_FUZZ_SECONDS (default 20) seconds (scripts/fuzz.sh; docs/fuzzing.md)
 #   9. consumer         install build/ into a temporary prefix, build examples/ with find_package(tapegrad) and
 #                       with pkg-config, run them (scripts/consumer_test.sh; scripts/deb_test.sh tests the .deb)
 # TAPEGRAD_TEST_STAGES=emulated,asan,clang,tsan,fuzz,consumer (default: all) picks stages 4–9 (1–3 always run);
@@ -84,11 +84,13 @@ fi
 
 if want tsan; then
   # Archer (libomp's OMPT tool for TSan, in libomp-19-dev) tells TSan about OpenMP's barriers and joins;
-  # without it every parallel region would be reported. halt_on_error: the first race fails the test.
+  # without it every parallel region would be reported. halt_on_error: the first race fails the test;
+  # ignore_noninstrumented_modules and tests/tsan_libomp.supp: libomp's own thread start-up (see the file).
   archer=/usr/lib/llvm-19/lib/libarcher.so
   tsan_tests() {
     [[ -f $archer ]] || { echo "no $archer (apt-get install libomp-19-dev)"; return 1; }
-    OMP_TOOL_LIBRARIES=$archer ARCHER_OPTIONS=verbose=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    OMP_TOOL_LIBRARIES=$archer ARCHER_OPTIONS=verbose=1 \
+      TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$(pwd)/tests/tsan_libomp.supp" \
       ctest_in build-tsan -R "thread|parallel" -E "^dist: "
   }
   stage "ThreadSanitizer build (build-tsan/)" eval 'CC=clang-19 CXX=clang++-19 configure build-tsan \
@@ -100,7 +102,7 @@ else
 fi
 
 if want fuzz; then
-  fuzz_seconds=${TAPEGRAD_FUZZ_SECONDS:-30}
+  fuzz_seconds=${TAPEGRAD_FUZZ_SECONDS:-20}
   stage "libFuzzer build (build-fuzz/)" env TAPEGRAD_JOBS="$jobs" scripts/fuzz.sh --build-only
   stage "fuzzing, ${fuzz_seconds}s per target (build-fuzz/)" scripts/fuzz.sh "$fuzz_seconds"
 else
