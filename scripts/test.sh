@@ -89,7 +89,7 @@ if want tsan; then
   archer=/usr/lib/llvm-19/lib/libarcher.so
   tsan_tests() {
     [[ -f $archer ]] || { echo "no $archer (apt-get install libomp-19-dev)"; return 1; }
-    OMP_TOOL_LIBRARIES=$archer ARCHER_OPTIONS=verbose=1 \
+    OMP_TOOL_LIBRARIES=$archer \
       TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$(pwd)/tests/tsan_libomp.supp" \
       ctest_in build-tsan -R "thread|parallel" -E "^dist: "
   }
