@@ -39,10 +39,4 @@ void SingleProcess::abort(int exit_code) {
   std::_Exit(exit_code);
 }
 
-bool launched_by_mpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "MPI_LOCALNRANKS"})
-    if (std::getenv(var) != nullptr) return true;
-  return false;
-}
-
 }  // namespace tapegrad::dist

@@ -83,10 +83,6 @@ struct MpiOptions {
   double timeout_s = 300;  // a collective not done by then throws TimeoutError (see above)
 };
 
-// True when this build has MPI (TAPEGRAD_MPI).
-bool mpi_built();
-// True when this process was started by mpirun/mpiexec (Open MPI's or PMIx's environment variables).
-bool launched_by_mpi();
 // The MPI world (MPI_Init_thread on first use, MPI_Finalize when the last reference goes). Throws in a
 // build without MPI, naming the CMake option.
 std::shared_ptr<Communicator> mpi_world(const MpiOptions& options = {});

@@ -150,7 +150,6 @@ class MpiWorld : public Communicator {
     }
   }
   void keep_forever(Tensor t) { graveyard_.push_back(std::move(t)); }
-  bool broken() const { return broken_; }
 
  private:
   void check(int rc, const char* op) {
@@ -212,8 +211,6 @@ void MpiWork::wait() {
 }
 
 }  // namespace
-
-bool mpi_built() { return true; }
 
 std::shared_ptr<Communicator> mpi_world(const MpiOptions& options) {
   // One world per process: MPI can be initialized only once.

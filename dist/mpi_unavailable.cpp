@@ -3,8 +3,6 @@
 
 namespace tapegrad::dist {
 
-bool mpi_built() { return false; }
-
 std::shared_ptr<Communicator> mpi_world(const MpiOptions&) {
   throw Error(
       "distributed training needs MPI, and this build of tapegrad has none (install libopenmpi-dev and configure "

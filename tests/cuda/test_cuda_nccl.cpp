@@ -1,14 +1,13 @@
 // test_cuda_nccl.cpp — the NCCL communicator on a real GPU, world size 1 (the lent machines have one GPU):
 // set-up (the unique id through a bootstrap communicator: here the single-process one, so no MPI is
 // needed on the GPU machine), all_reduce (sum, mean) and broadcast of tensors on cuda:0 in place, a CPU
-// tensor refused, GradientSync over NCCL. Built only with TAPEGRAD_NCCL (nvcc + libnccl); like the rest
+// tensor refused. Built only with TAPEGRAD_NCCL (nvcc + libnccl); like the rest
 // of tests/cuda/ it reports Skipped without a GPU. Untested for lack of a multi-GPU machine: 2+ ranks,
 // the timeout when a rank dies.
 #include <catch2/catch.hpp>
 
 #include "autograd/tapegrad.h"
 #include "dist/communicator.h"
-#include "dist/grad_sync.h"
 
 using namespace tapegrad;
 
@@ -40,14 +39,4 @@ TEST_CASE("nccl: all_reduce and broadcast of tensors on cuda:0 in place, world s
   Tensor cpu = randn({3});
   CHECK_THROWS_WITH(w->all_reduce(cpu, dist::ReduceOp::Sum), Catch::Contains("the tensor is on cpu, but this NCCL "
                                                                              "communicator works on cuda:0"));
-}
-
-TEST_CASE("nccl: GradientSync over NCCL leaves world-size-1 gradients as they are", "[cuda][nccl]") {
-  auto w = gpu_world();
-  Tensor p = randn({64, 32}, Options().requires_grad()).to(Device::cuda(0)).detach().requires_grad_();
-  dist::GradientSync sync(w, {p}, {.bucket_bytes = 1024, .overlap = true});
-  sync.begin();
-  sum(p * p).backward();
-  sync.finish();
-  CHECK(p.grad().to_vector<float>() == (p.detach() * 2.0).to_vector<float>());
 }
