@@ -6,8 +6,8 @@
 //               [--device cpu|cuda] [--tf32 0|1]
 //
 // On the GPU (--device cuda, a build with the CUDA backend) the model, optimizer state and batches live
-// on cuda:0, each phase ends with a synchronisation so its time is the GPU's, the sgemm ceiling is not
-// measured, and --tf32 1 lets cuBLAS use TF32 tensor cores for float32 matmuls (the twin of
+// on cuda:0, each phase ends with a synchronisation so its time is the GPU's, the ceiling is our own
+// n×n×n float32 matmul on the device (cuBLAS), peak GPU memory is the caching allocator's, and --tf32 1 lets cuBLAS use TF32 tensor cores for float32 matmuls (the twin of
 // torch_lm_modern.py's fp32 / tf32 modes; configs tinyB64 and gpt2s are its GPU configs).
 //
 // Model: token embedding → L × [RMSNorm → causal MHA with RoPE → residual; RMSNorm → SwiGLU →
@@ -75,6 +75,21 @@ double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+// Median GFLOP/s of a float32 n×n×n matmul through the Tensor API on `device` (on the GPU: cuBLAS)
+// over 10 runs after one warm-up; each run ends with a synchronisation.
+double device_matmul_gflops(int n, const Device& device, kernels::Backend& be, Generator* gen) {
+  const Tensor a = randn({n, n}, Options(kFloat32), gen).to(device), b = randn({n, n}, Options(kFloat32), gen).to(device);
+  std::vector<double> gf;
+  for (int r = 0; r < 11; ++r) {
+    be.synchronize();
+    const auto t0 = Clock::now();
+    const Tensor c = matmul(a, b);
+    be.synchronize();
+    if (r > 0) gf.push_back(2.0 * n * n * double(n) / seconds_since(t0) / 1e9);
+  }
+  return median(gf);
 }
 
 // Median GFLOP/s of cblas_sgemm n×n×n (row-major, NN) over `reps` runs after one warm-up.
@@ -174,15 +189,26 @@ int main(int argc, char** argv) {
     const double med = median(t_step);
     const double tps = double(tokens_per_step) / med;
     const double gflops = tps * flops_per_token / 1e9;
-    const double ceiling = gpu ? 0.0 : sgemm_gflops(sgemm_n, 5);  // the CPU's ceiling only (0 on the GPU)
+    double gpu_peak_mib = 0.0, gpu_reserved_mib = 0.0;
+#if defined(TAPEGRAD_HAS_CUDA_BACKEND)
+    if (gpu) {
+      const auto ms = kernels::cuda::memory_stats();
+      gpu_peak_mib = double(ms.peak_allocated_bytes) / (1 << 20), gpu_reserved_mib = double(ms.reserved_bytes) / (1 << 20);
+    }
+#endif
+    // The ceiling: on the CPU raw cblas_sgemm; on the GPU our own float32 matmul (cuBLAS, with the same
+    // TF32 setting as the step) of n×n by n×n, timed after training.
+    const double ceiling = gpu ? device_matmul_gflops(sgemm_n, device, be, &gen) : sgemm_gflops(sgemm_n, 5);
     std::printf("step time: median %.1f ms (min %.1f, max %.1f) over %d steps after %d warm-up\n", med * 1e3,
                 *std::min_element(t_step.begin(), t_step.end()) * 1e3,
                 *std::max_element(t_step.begin(), t_step.end()) * 1e3, steps, warmup);
     std::printf("  of which fwd+loss %.1f ms, backward %.1f ms, AdamW %.1f ms (medians)\n", median(t_fwd) * 1e3,
                 median(t_bwd) * 1e3, median(t_opt) * 1e3);
     if (gpu)
-      std::printf("tokens/s: %.0f   model FLOPs/token %.3f M   achieved %.1f GFLOP/s\n", tps, flops_per_token / 1e6,
-                  gflops);
+      std::printf("tokens/s: %.0f   model FLOPs/token %.3f M   achieved %.1f GFLOP/s = %.1f%% of matmul %d^3 (%.1f)\n"
+                  "GPU memory: peak allocated %.1f MiB, reserved %.1f MiB\n",
+                  tps, flops_per_token / 1e6, gflops, 100 * gflops / ceiling, sgemm_n, ceiling, gpu_peak_mib,
+                  gpu_reserved_mib);
     else
       std::printf("tokens/s: %.0f   model FLOPs/token %.3f M   achieved %.1f GFLOP/s = %.1f%% of sgemm %d^3 (%.1f)\n",
                 tps, flops_per_token / 1e6, gflops, 100 * gflops / ceiling, sgemm_n, ceiling);
@@ -192,10 +218,11 @@ int main(int argc, char** argv) {
                 "\"steps\":%d,\"warmup\":%d,\"tokens_per_step\":%lld,\"step_s_median\":%.6f,\"fwd_s_median\":%.6f,"
                 "\"bwd_s_median\":%.6f,\"opt_s_median\":%.6f,\"tokens_per_s\":%.1f,\"flops_per_token\":%.0f,"
                 "\"gflops_per_s\":%.2f,\"sgemm_gflops\":%.2f,\"sgemm_n\":%d,\"loss_first\":%.6f,\"loss_last\":%.6f,"
-                "\"peak_rss_mib\":%.1f,\"page_faults_per_step\":%.0f}\n",
+                "\"peak_rss_mib\":%.1f,\"page_faults_per_step\":%.0f,\"gpu_peak_allocated_mib\":%.1f,\"gpu_reserved_mib\":%.1f}\n",
                 device.str().c_str(), tf32, config_name.c_str(), kernels::num_threads(), kernels::blas_core_name(), steps, warmup,
                 (long long)tokens_per_step, med, median(t_fwd), median(t_bwd), median(t_opt), tps, flops_per_token,
-                gflops, ceiling, sgemm_n, losses.front(), losses.back(), rss, median(faults));
+                gflops, ceiling, sgemm_n, losses.front(), losses.back(), rss, median(faults), gpu_peak_mib,
+                gpu_reserved_mib);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_train: %s\n", e.what());
     return 1;

@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # gpu_check.sh — run ON the GPU machine (the device tool's `run`, with carry [".gpudeps"] made by
-# scripts/gpu_deps.sh): builds the CUDA backend with nvcc for sm_90, runs the cross-backend suite on
-# the real GPU (cuBLAS and the SIMT matmul both), then compute-sanitizer memcheck and racecheck over
-# it, then the training benchmark of issue 11 beside PyTorch eager in the same call (bench_train --device
-# cuda vs ../shared/bench/torch_lm_modern.py, tiny B8 / tiny B64 / gpt2s B16, fp32 and TF32).
-# Logs go to $OUT (the device tool brings them back), else build-gpu/logs. The device machine has no
-# ../shared: gpu_deps.sh puts the peer into .gpudeps/ too.
-#   device run: bash scripts/gpu_check.sh            (about 10 minutes: build ~4, tests, sanitizers)
-# STATUS: written in a session without a GPU; not yet run on a device. Expect to fix paths on first use.
+# scripts/gpu_deps.sh): the cross-backend CUDA suite on the real GPU, the training benchmark of issue 11
+# beside PyTorch eager in the same call, compute-sanitizer memcheck + racecheck, one Nsight Compute look,
+# and the suite again with the SIMT matmul instead of cuBLAS. Every step has its own time limit, so one
+# slow step cannot eat the lease (15 minutes of device time per session, start-up included).
+#
+# Binaries: gpu_deps.sh --prebuilt builds tapegrad_cuda_tests and bench_train HERE (nvcc 13.0, sm_90,
+# no -march=native) into .gpudeps/bin, so the device spends no time compiling; without them (or if they
+# do not start there) this script builds with the device's nvcc (~4 min on 16 cores).
+# The device has no ../shared: gpu_deps.sh copies the golden LMs and the PyTorch peer into .gpudeps/.
+# Logs go to $OUT (at most 8 files come back: gpu.txt, tests.log, bench.log, memcheck.log,
+# racecheck.log, ncu.log, ncu_step.csv, gpu_build.log), else build-gpu/logs.
+#   device run (carry [".gpudeps"]): bash scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 out="${OUT:-build-gpu/logs}"
 mkdir -p "$out"
 deps=/tmp/gpudeps
+system_ld_path=${LD_LIBRARY_PATH:-}
 if [[ -d .gpudeps ]]; then
   mkdir -p "$deps"
   for f in .gpudeps/*.deb; do dpkg -x "$f" "$deps"; done
@@ -23,24 +29,82 @@ if [[ -d .gpudeps ]]; then
   export LD_LIBRARY_PATH="$lib:$lib/openblas-openmp:${LD_LIBRARY_PATH:-}"
   export CPATH="$deps/usr/include:${CPATH:-}"
 fi
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
-step() { echo "== $1"; shift; "$@"; echo "== exit $?"; }
+# libnccl: the toolkit's, else the one in PyTorch's wheel.
+nccl_dir=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
+[[ -n "$nccl_dir" ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir"
+export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib64:/usr/local/cuda/lib"
+py_env=(env "LD_LIBRARY_PATH=$system_ld_path")  # PyTorch with the machine's own libraries, not ours
+# The binaries look for the golden LMs at <source dir>/../shared: the prebuilt ones at the path in
+# .gpudeps/shared_dir (mkdir its parent: the kernel resolves /x/main/.. only if /x/main exists).
+for want in "$root/../shared" $(cat .gpudeps/shared_dir 2>/dev/null); do
+  if [[ -d .gpudeps/shared && ! -e "$want" ]]; then
+    mkdir -p "${want%/../shared}" && ln -sfn "$root/.gpudeps/shared" "$(realpath -m "$want")"
+  fi
+done
 {
-  step configure cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DTAPEGRAD_BENCH=ON
-  step build cmake --build build-gpu --target tapegrad_cuda_tests bench_train -j16
-} 2>&1 | tee "$out/build.log" | tail -20
-t=build-gpu/tests/tapegrad_cuda_tests
-step "tests (cuBLAS)" "$t" 2>&1 | tee "$out/tests.log" | tail -15
-TAPEGRAD_CUDA_MATMUL=simt step "tests (SIMT matmul)" "$t" "[matmul],[ops],[lm]" 2>&1 | tee "$out/tests_simt.log" | tail -5
-step memcheck compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 "$t" "~[golden]" \
-  2>&1 | tee "$out/memcheck.log" | tail -15
-step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$t" "[attention],[reduce],[softmax],[fused]" \
-  2>&1 | tee "$out/racecheck.log" | tail -15
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv
+  nvcc --version | tail -1; lscpu | grep -E "Model name|^CPU\(s\)"; echo "nccl: ${nccl_dir:-none}"
+} 2>&1 | tee "$out/gpu.txt"
+step() { local name=$1 limit=$2; shift 2; echo "== $name (limit ${limit}s)"; local t0=$SECONDS
+  timeout -k 5 "$limit" "$@"; local rc=$?; echo "== $name: exit $rc after $((SECONDS - t0))s"; return $rc; }
+
+bin=/tmp/tgbin
+mkdir -p $bin
+for f in .gpudeps/bin/*.xz; do
+  [[ -f $f ]] && python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
+    "$f" "$bin/$(basename "$f" .xz)" && chmod +x "$bin/$(basename "$f" .xz)"
+done
+if [[ -x $bin/tapegrad_cuda_tests && -x $bin/bench_train ]] && ! ldd $bin/* | grep -q "not found"; then
+  echo "using the prebuilt binaries in $bin"
+  t=$bin/tapegrad_cuda_tests; b=$bin/bench_train
+else
+  echo "prebuilt binaries missing or not starting here: building on the device"
+  ldd $bin/* 2>&1 | grep "not found"
+  {
+    step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DTAPEGRAD_NATIVE=OFF -DTAPEGRAD_BENCH=ON
+    step build 330 cmake --build build-gpu --target tapegrad_cuda_tests bench_train -j16
+  } 2>&1 | tee "$out/gpu_build.log" | tail -20
+  t=build-gpu/tests/tapegrad_cuda_tests; b=build-gpu/bench/bench_train
+fi
+
+# 1. The cross-backend suite on the real device, cuBLAS matmuls.
+step "tests (cuBLAS)" 90 "$t" --durations yes 2>&1 | tee "$out/tests.log" \
+  | grep -vE "^[0-9.]+ s: " | tail -25
+sort -rn "$out/tests.log" | grep -E "^[0-9.]+ s: " | head -8
+
+# 2. The benchmark: ours, then PyTorch eager in the same call.
 {
   for cfg in tiny tinyB64 gpt2s; do
-    for tf in 0 1; do build-gpu/bench/bench_train --device cuda --config "$cfg" --tf32 "$tf" --steps 20 --warmup 5; done
+    steps=20; [[ $cfg == gpt2s ]] && steps=10
+    for tf in 0 1; do step "bench $cfg tf32=$tf" 45 "$b" --device cuda --config "$cfg" --tf32 "$tf" --steps $steps --warmup 3 --sgemm-n 8192; done
   done
   peer=.gpudeps/torch_lm_modern.py
-  [[ -f "$peer" ]] && python3 "$peer" --configs tiny,tinyB64,gpt2s --modes fp32,tf32
-} 2>&1 | tee "$out/bench.log" | grep -E "RESULT|tokens/s" | tail -20
+  [[ -f "$peer" ]] && PYTHONUNBUFFERED=1 step "pytorch" 120 "${py_env[@]}" python3 "$peer" --configs tiny,tinyB64,gpt2s --modes fp32,tf32
+} 2>&1 | tee "$out/bench.log" | grep -E "RESULT|== " | tail -30
+
+# 3. compute-sanitizer (not the golden LMs or training: too slow under the tools; not NCCL, whose own
+#    start-up probes kernels with an expected error 209 and keeps its buffers to the end).
+step memcheck 90 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 "$t" "~[golden]~[train]~[nccl]" \
+  2>&1 | tee "$out/memcheck.log" | tail -6
+{
+  step "racecheck (reduce, softmax, fused)" 50 compute-sanitizer --tool racecheck --error-exitcode 9 "$t" \
+    "[reduce],[softmax],[fused]"
+  step "racecheck (attention, every head size)" 50 compute-sanitizer --tool racecheck --error-exitcode 9 "$t" \
+    "attention: head sizes*"
+} 2>&1 | tee "$out/racecheck.log" | grep -E "^== |RACECHECK SUMMARY|test cases" | tail -8
+
+# 4. Nsight Compute: the attention kernels at gpt2s shapes (speed of light, occupancy), then the time
+#    of every kernel of one gpt2s training step (bench/kernel_times.py sums them per kernel name).
+step "ncu attention" 60 ncu --clock-control none -k "regex:forward_kernel|key_grad_kernel|query_grad_kernel" \
+  --launch-count 3 --section SpeedOfLight --section Occupancy --section LaunchStats \
+  "$b" --device cuda --config gpt2s --steps 1 --warmup 0 > "$out/ncu.log" 2>&1
+grep -E "^== " "$out/ncu.log"
+step "ncu step" 100 ncu --clock-control none --csv --metrics gpu__time_duration.sum --print-units base \
+  "$b" --device cuda --config gpt2s --steps 1 --warmup 0 --sgemm-n 64 > "$out/ncu_step.csv" 2>&1
+[[ -f bench/kernel_times.py ]] && python3 bench/kernel_times.py "$out/ncu_step.csv" | head -25
+
+# 5. The suite again with the SIMT matmul (the kernel the emulated device runs).
+TAPEGRAD_CUDA_MATMUL=simt step "tests (SIMT matmul)" 40 "$t" "[matmul],[ops],[train]" 2>&1 \
+  | tee -a "$out/tests.log" | tail -4
+echo "== done after ${SECONDS}s"

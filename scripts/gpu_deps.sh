@@ -3,13 +3,41 @@
 # Debian packages the build needs into .gpudeps/ (git-ignored, ~26 MB), because the GPU machine has
 # nvcc, cuBLAS and CMake but no Debian -dev packages and no network. Pass `carry: [".gpudeps"]` to the
 # device tool's run; scripts/gpu_check.sh unpacks them there.
+#   scripts/gpu_deps.sh              the packages + the PyTorch peer + the golden LMs
+#   scripts/gpu_deps.sh --prebuilt   also build tapegrad_cuda_tests and bench_train here (build-gpu/,
+#                                    sm_90, no -march=native: the device's CPU is not this one) and put
+#                                    them into .gpudeps/bin, xz-compressed, so the lease is not spent
+#                                    compiling. Only works where this machine's nvcc is the device's (13.0).
+# The carried tree must stay under the device tool's 64 MiB (measured: ~45 MiB with --prebuilt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p .gpudeps
-cd .gpudeps
-apt-get download libfmt-dev libfmt9 libopenblas-openmp-dev libopenblas0-openmp libopenblas-dev catch2 \
-  libboost-program-options1.74-dev libboost-program-options1.74.0 libboost1.74-dev libpcre2-dev libpcre2-8-0 \
-  libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 nlohmann-json3-dev libgomp1 libgfortran5 2>&1 | tail -1
-# The PyTorch peer of the GPU benchmark (the device machine has no ../shared).
-cp ../../shared/bench/torch_lm_modern.py . 2>/dev/null || echo "gpu_deps.sh: no ../shared/bench/torch_lm_modern.py: the benchmark will run without its peer" >&2
-du -sh .
+prebuilt=0
+[[ "${1:-}" == --prebuilt ]] && prebuilt=1
+rm -rf .gpudeps && mkdir -p .gpudeps
+runtime_pkgs="libfmt9 libopenblas0-openmp libgomp1 libgfortran5 libpcre2-8-0"
+build_pkgs="libfmt-dev libopenblas-openmp-dev libopenblas-dev catch2 libboost-program-options1.74-dev
+  libboost-program-options1.74.0 libboost1.74-dev libpcre2-dev libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
+  nlohmann-json3-dev"
+pkgs="$runtime_pkgs $build_pkgs"  # the build packages too: gpu_check.sh builds there if the binaries fail
+# shellcheck disable=SC2086
+(cd .gpudeps && apt-get download $pkgs 2>&1 | grep -v "unsandboxed as root" | tail -1)
+# The PyTorch peer of the GPU benchmark and the golden LMs (the device machine has no ../shared).
+shared=../shared
+if [[ -d $shared ]]; then
+  cp $shared/bench/torch_lm_modern.py .gpudeps/
+  mkdir -p .gpudeps/shared/data && cp -r $shared/data/reference .gpudeps/shared/data/
+else
+  echo "gpu_deps.sh: no ../shared: the benchmark runs without its peer, the golden-LM tests fail" >&2
+fi
+if [[ $prebuilt == 1 ]]; then
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DTAPEGRAD_NATIVE=OFF -DTAPEGRAD_BENCH=ON >/dev/null
+  cmake --build build-gpu --target tapegrad_cuda_tests bench_train
+  mkdir -p .gpudeps/bin
+  for exe in build-gpu/tests/tapegrad_cuda_tests build-gpu/bench/bench_train; do
+    strip -o ".gpudeps/bin/$(basename $exe)" "$exe" && xz -T0 -6 ".gpudeps/bin/$(basename $exe)"
+  done
+  # Where those binaries look for ../shared (TAPEGRAD_SHARED_DIR): gpu_check.sh links it there.
+  echo "$PWD/../shared" > .gpudeps/shared_dir
+fi
+du -sh .gpudeps

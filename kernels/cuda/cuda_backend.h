@@ -93,6 +93,13 @@ struct MemoryStats {
 MemoryStats memory_stats();
 void empty_cache();
 
+// Frees what the backend keeps for the whole process (the cuBLAS handle, the device error record)
+// and the allocator's cache, so that a leak checker (compute-sanitizer --leak-check full) reports
+// only memory still held by live objects. Call it only while no other thread uses the GPU; the
+// backend re-creates what it needs on next use. The CUDA test suite calls it before it exits.
+void release_process_resources();
+void release_cublas_handle();  // kernels/cuda/matmul.cu; part of release_process_resources()
+
 // Host synchronisations performed so far (device→host copies, synchronize()).
 uint64_t sync_count();
 

@@ -9,29 +9,25 @@
 //   dq_t = s Σ_j dS_tj k_j,   dk_j = s Σ_t dS_tj q_t,   dv_j = Σ_t P_tj g_t
 // Grouped-query attention: query head h reads kv head h / G (G = H / Hkv).
 //
-// Kernels (blocks of 4 warps; every view has D stride 1, other strides are arbitrary):
-//   forward_kernel     grid (B·H, query tiles of Br = 4·R rows), heaviest (last) tiles first. A warp owns R
-//                      query rows; Q tile in shared memory, K/V tiles of Bc = 32·KPL keys staged in turn
-//                      up to the causal limit. Lane ℓ scores keys ℓ, ℓ+32, … (an R × KPL register tile),
-//                      online softmax per row (running max m by warp_max, a per-lane partial sum l),
-//                      then o[r][d] += Σ_j P_rj V_jd with lanes over d (DPL = ⌈D/32⌉ columns per lane).
+// Kernels (every view has D stride 1, other strides are arbitrary; details above each kernel):
+//   forward_kernel     grid (B·H, tiles of 64 query rows), heaviest (last) tiles first, 256 threads:
+//                      Q tile in shared memory, K/V tiles of 64 keys staged in turn up to the causal
+//                      limit; S = Q·Kᵀ as a 64 × 64 block of 4 × 4 thread tiles, online softmax per row
+//                      (max and sum over the half-warp that shares the row), o += P·V from shared P.
 //                      Writes o / l and lse = m + log l.
 //   delta_kernel       one warp per row: Δ = Σ_d dO·O into a temporary [B, H, T] buffer.
-//   key_grad_kernel    grid (B·Hkv, key tiles of Bk = 4·RK keys). A warp owns RK keys, lanes own queries;
-//                      loops over the G query heads of the group and every query tile at or after the key
-//                      tile, recomputing P = exp(S − lse) and dS, and accumulates dV += Pᵀ·dO and
-//                      dK += dSᵀ·Q in registers (lanes over d); written once: deterministic, no atomics.
-//   query_grad_kernel  grid (B·H, query tiles), the forward's layout: recomputes P and dS for the warp's
-//                      rows and accumulates dQ += dS·K in registers; dQ = s·that.
-// Shared-memory operands read by all lanes of a warp at once (a broadcast: the warp's own rows) have
-// a row stride rounded up to 4 and are read 4 at a time; operands whose rows are spread over lanes
-// have an odd row stride (no bank conflicts). D > 128 (more than 4 columns per lane), or tiles that
-// do not fit the device's shared memory, run simple fallback kernels (*_rowwise_kernel): one warp per
-// row, the accumulators in the output rows themselves.
-// Tiles: float32 R = 8 rows per warp, KPL = 2 keys per lane (Br = 32, Bc = 64), dK/dV 8 keys per warp
-// and 2 queries per lane; float64 half of each (Tiles<T>). Float32 is accumulated in float, as the CPU
-// backend (BLAS sgemm) does. The backward recomputes every score with the forward's operation order,
-// so P = exp(S − lse) is consistent with the lse the forward wrote.
+//   key_grad_kernel    grid (B·Hkv, tiles of 64 keys): loops over the G query heads of the group and
+//                      every query tile at or after the key tile, recomputing P = exp(S − lse) and dS,
+//                      and accumulates dV += Pᵀ·dO and dK += dSᵀ·Q in registers; written once:
+//                      deterministic, no atomics.
+//   query_grad_kernel  grid (B·H, tiles of 64 query rows), the forward's layout: recomputes P and dS for
+//                      the tile's rows and accumulates dQ += dS·K in registers; dQ = s·that.
+// D > 128, float64 tiles that do not fit the device's shared memory, and decoding (a few query rows
+// over a KV cache) run simple fallback kernels (*_rowwise_kernel): one warp per row, the accumulators
+// in the output rows themselves. Float32 is accumulated in float, as the CPU backend (BLAS sgemm)
+// does. The backward recomputes every score with the forward's operation order (the same products
+// summed in the same order of d), so P = exp(S − lse) is consistent with the lse the forward wrote.
+// Speed (H200, gpt2s shapes, 2026-11-26): docs/cuda.md.
 #include <cmath>
 #include <initializer_list>
 #include <mutex>
@@ -54,18 +50,6 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-
-// Tile shapes per dtype: rows per warp (forward / dQ), keys per lane, keys per warp (dK/dV), queries per lane.
-template <class T>
-struct Tiles;
-template <>
-struct Tiles<float> {
-  static constexpr int kRowsPerWarp = 8, kKeysPerLane = 2, kKeyRowsPerWarp = 8, kQueriesPerLane = 2;
-};
-template <>
-struct Tiles<double> {
-  static constexpr int kRowsPerWarp = 4, kKeysPerLane = 1, kKeyRowsPerWarp = 4, kQueriesPerLane = 1;
-};
 
 // One [B, heads, T, D] tensor (or [B, heads, T] for lse): the pointer to element 0 and the strides of b, h, t.
 template <class P>
@@ -90,7 +74,6 @@ __device__ inline T negative_infinity() {
 
 __host__ __device__ inline int min_of(int a, int b) { return a < b ? a : b; }
 __host__ __device__ inline int round_up4(int n) { return (n + 3) / 4 * 4; }
-__host__ __device__ inline int odd_stride(int n) { return n | 1; }
 
 // v[0..3] = p[0..3]; p 16-byte aligned.
 __device__ inline void load4(const float* p, float (&v)[4]) {
@@ -110,84 +93,104 @@ __device__ inline void load4(const double* p, double (&v)[4]) {
 #endif
 }
 
-// Copies rows [row0, row0 + rows) of one head (row stride ld, D contiguous) to shared dst (row
-// stride dst_ld); rows ≥ T are zeros. Warps over rows, lanes over d (coalesced).
-template <class T>
-__device__ inline void load_rows(T* dst, int dst_ld, const T* src, int64_t ld, int row0, int rows, int T_len, int D) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int r = warp; r < rows; r += kWarps) {
-    const int t = row0 + r;
-    for (int d = lane; d < D; d += 32) dst[r * dst_ld + d] = t < T_len ? src[t * ld + d] : T(0);
+// ---- blocked kernels (D ≤ 128): 64 × 64 tiles, a 16 × 16 grid of threads, 4 × 4 per thread ----
+//
+// A block of 256 threads, thread (ty, tx) = (threadIdx.x / 16, threadIdx.x % 16). A "row" tile has
+// 64 rows (queries, or keys in the dK/dV kernel); a "column" tile 64 positions. Thread (ty, tx) owns
+//   rows 4·ty + i (i < 4)            — so the 16 threads of a half-warp share the same 4 rows,
+//   columns tx + 16·c (c < 4)        — of every 64 × 64 score tile (S, dP, P, dS),
+//   head columns col(tx, k) (k < DPT) — of the 64 × D accumulators (o, dQ, dK, dV),
+// with DPT = 1, 2, 4 or 8 head columns per thread (16·DPT ≥ D). Each product is a small GEMM from
+// shared memory: per 4 steps of d, 4 broadcast 16-byte loads of the thread's rows and 4 of its
+// columns feed 64 FMAs (the old row-per-warp tiles fed 16). Row statistics (max, sum) are reduced
+// over the half-warp with group16_max / group16_sum.
+//
+// Shared operands are [64][LD] row-major, LD = 16·DPT + 4 (zero-filled past D and past the
+// sequence), so LD/4 is odd: the 8 lanes of a quarter-warp reading rows tx + 16c at one d hit 8
+// different 16-byte bank groups, and a row's DPT columns are one aligned 4-, 8- or 16-byte load.
+// Score tiles (P, dS) are [64][PLD = 68] row-major, written by columns (conflict-free) and read 4
+// columns at a time by rows (broadcast).
+constexpr int kBlockThreads = 256, kTile = 64, kScoreLd = kTile + 4;
+
+// The head columns thread tx owns: DPT ≥ 4 → 4 consecutive columns in each 64-column half
+// (aligned 16-byte loads, a quarter-warp reads 128 contiguous bytes); DPT < 4 → DPT consecutive.
+template <int DPT>
+__host__ __device__ inline int head_col(int tx, int k) {
+  if constexpr (DPT >= 4)
+    return 64 * (k / 4) + 4 * tx + k % 4;
+  else
+    return DPT * tx + k;
+}
+template <int DPT>
+constexpr int operand_ld() {
+  return 16 * DPT + 4;
+}
+
+// v[k] = row[head_col(tx, k)], k < DPT (row: one shared operand row; aligned by construction).
+template <int DPT, class T>
+__device__ inline void load_head_cols(const T* row, int tx, T (&v)[DPT]) {
+  if constexpr (DPT >= 4) {
+ATTENTION_UNROLL
+    for (int h = 0; h < DPT / 4; ++h) {
+      T four[4];
+      load4(row + 64 * h + 4 * tx, four);
+ATTENTION_UNROLL
+      for (int e = 0; e < 4; ++e) v[4 * h + e] = four[e];
+    }
+  } else {
+ATTENTION_UNROLL
+    for (int k = 0; k < DPT; ++k) v[k] = row[DPT * tx + k];
   }
 }
 
-// acc[r][c] += Σ_d A[r][d]·Bm[lane + 32c][d]: A holds this warp's R rows (row stride lda, a multiple
-// of 4; every lane reads the same element: a broadcast), Bm one row per lane (odd stride ldb).
-template <class T, int R, int C>
-__device__ inline void dot_rows_with_lane_rows(T (&acc)[R][C], const T* A, int lda, const T* Bm, int ldb, int D) {
-  const int lane = threadIdx.x % 32;
-  int d = 0;
-  for (; d + 4 <= D; d += 4) {
-    T b[C][4];
-ATTENTION_UNROLL
-    for (int c = 0; c < C; ++c)
-ATTENTION_UNROLL
-      for (int e = 0; e < 4; ++e) b[c][e] = Bm[(lane + 32 * c) * ldb + d + e];
-ATTENTION_UNROLL
-    for (int r = 0; r < R; ++r) {
-      T a[4];
-      load4(A + r * lda + d, a);
-ATTENTION_UNROLL
-      for (int c = 0; c < C; ++c)
-ATTENTION_UNROLL
-        for (int e = 0; e < 4; ++e) acc[r][c] += a[e] * b[c][e];
-    }
-  }
-  for (; d < D; ++d) {
-ATTENTION_UNROLL
-    for (int r = 0; r < R; ++r) {
-      const T a = A[r * lda + d];
-ATTENTION_UNROLL
-      for (int c = 0; c < C; ++c) acc[r][c] += a * Bm[(lane + 32 * c) * ldb + d];
-    }
+// dst[r][d] (r < 64, d < 16·DPT, row stride LD) = src row (row0 + r), column d, where row0 + r < rows
+// and d < D, else 0. Threads over d first: coalesced global reads, conflict-free shared writes.
+template <int DPT, class T>
+__device__ inline void load_operand(T* dst, const T* src, int64_t ld, int row0, int rows, int D) {
+  constexpr int W = 16 * DPT, LD = operand_ld<DPT>();
+  for (int idx = threadIdx.x; idx < kTile * W; idx += kBlockThreads) {
+    const int r = idx / W, d = idx % W, t = row0 + r;
+    dst[r * LD + d] = t < rows && d < D ? src[int64_t(t) * ld + d] : T(0);
   }
 }
 
-// acc[r][i] += Σ_{j<n} W[r][j]·M[j][lane + 32i]: W holds this warp's R rows of weights (row stride ldw,
-// a multiple of 4; broadcast reads), M is [n, D] (row stride ldm), its columns spread over the lanes.
-template <class T, int R, int DPL>
-__device__ inline void accumulate_weighted_rows(T (&acc)[R][DPL], const T* W, int ldw, const T* M, int ldm, int n,
-                                                int D) {
-  const int lane = threadIdx.x % 32;
-  bool has[DPL];
+// acc[i][c] += Σ_d A[4ty + i][d]·Bm[tx + 16c][d] over d < D4 (a multiple of 4; both operands are
+// zero past D): the 4 × 4 score block of thread (ty, tx).
+template <int DPT, class T>
+__device__ inline void score_block(T (&acc)[4][4], const T* A, const T* Bm, int D4, int ty, int tx) {
+  constexpr int LD = operand_ld<DPT>();
+  for (int d = 0; d < D4; d += 4) {
+    T a[4][4], b[4][4];
 ATTENTION_UNROLL
-  for (int i = 0; i < DPL; ++i) has[i] = lane + 32 * i < D;
-  int j = 0;
-  for (; j + 4 <= n; j += 4) {
-    T m[4][DPL];
+    for (int i = 0; i < 4; ++i) load4(A + (4 * ty + i) * LD + d, a[i]);
 ATTENTION_UNROLL
-    for (int e = 0; e < 4; ++e)
+    for (int c = 0; c < 4; ++c) load4(Bm + (tx + 16 * c) * LD + d, b[c]);
 ATTENTION_UNROLL
-      for (int i = 0; i < DPL; ++i) m[e][i] = has[i] ? M[(j + e) * ldm + lane + 32 * i] : T(0);
+    for (int i = 0; i < 4; ++i)
 ATTENTION_UNROLL
-    for (int r = 0; r < R; ++r) {
-      T w[4];
-      load4(W + r * ldw + j, w);
+      for (int c = 0; c < 4; ++c)
 ATTENTION_UNROLL
-      for (int e = 0; e < 4; ++e)
-ATTENTION_UNROLL
-        for (int i = 0; i < DPL; ++i) acc[r][i] += w[e] * m[e][i];
-    }
+        for (int e = 0; e < 4; ++e) acc[i][c] += a[i][e] * b[c][e];
   }
-  for (; j < n; ++j) {
-    T m[DPL];
+}
+
+// acc[i][k] += Σ_{j < n4} W[4ty + i][j]·M[j][head_col(tx, k)]: W a score tile (row stride kScoreLd,
+// zero where masked), M a shared operand; n4 a multiple of 4 (W's extra columns are zero).
+template <int DPT, class T>
+__device__ inline void accumulate_block(T (&acc)[4][DPT], const T* W, const T* M, int n4, int ty, int tx) {
+  constexpr int LD = operand_ld<DPT>();
+  for (int j = 0; j < n4; j += 4) {
+    T w[4][4];
 ATTENTION_UNROLL
-    for (int i = 0; i < DPL; ++i) m[i] = has[i] ? M[j * ldm + lane + 32 * i] : T(0);
+    for (int i = 0; i < 4; ++i) load4(W + (4 * ty + i) * kScoreLd + j, w[i]);
 ATTENTION_UNROLL
-    for (int r = 0; r < R; ++r) {
-      const T w = W[r * ldw + j];
+    for (int e = 0; e < 4; ++e) {
+      T m[DPT];
+      load_head_cols<DPT>(M + (j + e) * LD, tx, m);
 ATTENTION_UNROLL
-      for (int i = 0; i < DPL; ++i) acc[r][i] += w * m[i];
+      for (int i = 0; i < 4; ++i)
+ATTENTION_UNROLL
+        for (int k = 0; k < DPT; ++k) acc[i][k] += w[i][e] * m[k];
     }
   }
 }
@@ -206,95 +209,93 @@ struct Dims {
   int Tk, off;  // keys per head and Tk − T (0 but in the forward over a KV cache)
 };
 
-// ---- forward ----
-
-template <class T, int R, int KPL>
-size_t forward_shared_bytes(int D) {
-  const int Br = kWarps * R, Bc = 32 * KPL;
-  return sizeof(T) * (size_t(Br) * round_up4(D) + size_t(Bc) * odd_stride(D) + size_t(Bc) * round_up4(D) +
-                      size_t(Br) * Bc);
+// Shared bytes of the blocked kernels: `operands` [64][LD] tiles and `scores` [64][68] tiles (+ 2·64 values).
+template <class T, int DPT>
+size_t blocked_shared_bytes(int operands, int scores, bool row_values = false) {
+  return sizeof(T) * (size_t(operands) * kTile * operand_ld<DPT>() + size_t(scores) * kTile * kScoreLd +
+                      (row_values ? 2 * kTile : 0));
 }
 
-// out [B, H, T, D], lse [B, H, T]; see the header for the mapping.
-template <class T, int R, int KPL, int DPL>
-__global__ void __launch_bounds__(kThreads)
+// ---- forward ----
+
+// out [B, H, T, D], lse [B, H, T]. grid (B·H, query tiles), the longest rows first. Per key tile:
+// S = s·Q·Kᵀ masked (key j ≤ t + off, j < Tk), online softmax per row (m = running max, l = this
+// thread's part of the running sum), o = o·exp(m − m') + P·V; at the end o / l and lse = m + log l.
+template <class T, int DPT>
+__global__ void __launch_bounds__(kBlockThreads)
     forward_kernel(Heads<T> out, Heads<T> lse, Heads<const T> q, Heads<const T> k, Heads<const T> v, Dims n,
                    T scale) {
-  constexpr int Br = kWarps * R, Bc = 32 * KPL;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int Dq = round_up4(n.D), Dp = odd_stride(n.D);
+  constexpr int LD = operand_ld<DPT>();
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   TG_DYNAMIC_SHARED(T, smem);
-  T* Qs = smem;           // [Br, Dq]  query rows (broadcast reads)
-  T* Ks = Qs + Br * Dq;   // [Bc, Dp]  key rows, one per lane
-  T* Vs = Ks + Bc * Dp;   // [Bc, Dq]  value rows, columns over lanes
-  T* Ps = Vs + Bc * Dq;   // [Br, Bc]  probabilities of the tile (unnormalised)
+  T* Qs = smem;              // [64, LD]
+  T* Ks = Qs + kTile * LD;   // [64, LD]
+  T* Vs = Ks + kTile * LD;   // [64, LD]
+  T* Ps = Vs + kTile * LD;   // [64, 68]  unnormalised probabilities of the tile
 
   const int b = blockIdx.x / n.H, h = blockIdx.x % n.H, kv = h / n.G;
-  const int row0 = (gridDim.y - 1 - blockIdx.y) * Br;  // the longest rows first
-  const int key_end = min_of(n.Tk, row0 + Br + n.off);    // keys ≤ the block's last row
-  const T* kh = k.at(b, kv);
-  const T* vh = v.at(b, kv);
-  load_rows(Qs, Dq, q.at(b, h), q.st, row0, Br, n.T, n.D);
+  const int row0 = (gridDim.y - 1 - blockIdx.y) * kTile;
+  const int key_end = min_of(n.Tk, row0 + kTile + n.off);  // keys ≤ the block's last row
+  const int D4 = round_up4(n.D);
+  load_operand<DPT>(Qs, q.at(b, h), q.st, row0, n.T, n.D);
 
-  T m[R], l[R], o[R][DPL];  // running max, this lane's part of the running sum, output accumulators
+  T m[4], l[4], o[4][DPT];
 ATTENTION_UNROLL
-  for (int r = 0; r < R; ++r) m[r] = negative_infinity<T>(), l[r] = T(0);
+  for (int i = 0; i < 4; ++i) m[i] = negative_infinity<T>(), l[i] = T(0);
   zero(o);
-
-  for (int k0 = 0; k0 < key_end; k0 += Bc) {
+  for (int k0 = 0; k0 < key_end; k0 += kTile) {
     __syncthreads();  // the previous tile's readers are done (and Qs is complete)
-    load_rows(Ks, Dp, kh, k.st, k0, Bc, n.Tk, n.D);
-    load_rows(Vs, Dq, vh, v.st, k0, Bc, n.Tk, n.D);
+    load_operand<DPT>(Ks, k.at(b, kv), k.st, k0, n.Tk, n.D);
+    load_operand<DPT>(Vs, v.at(b, kv), v.st, k0, n.Tk, n.D);
     __syncthreads();
-    // S[r][c] = q_t·k_j for t = row0 + warp·R + r, j = k0 + lane + 32c
-    T s[R][KPL];
+    T s[4][4];
     zero(s);
-    dot_rows_with_lane_rows(s, Qs + warp * R * Dq, Dq, Ks, Dp, n.D);
+    score_block<DPT>(s, Qs, Ks, D4, ty, tx);
 ATTENTION_UNROLL
-    for (int r = 0; r < R; ++r) {
-      const int t = row0 + warp * R + r;
+    for (int i = 0; i < 4; ++i) {
+      const int t = row0 + 4 * ty + i;
       T tile_max = negative_infinity<T>();
 ATTENTION_UNROLL
-      for (int c = 0; c < KPL; ++c) {
-        const int j = k0 + lane + 32 * c;
-        s[r][c] = j <= t + n.off && t < n.T ? scale * s[r][c] : negative_infinity<T>();
-        tile_max = s[r][c] > tile_max ? s[r][c] : tile_max;
+      for (int c = 0; c < 4; ++c) {
+        const int j = k0 + tx + 16 * c;
+        s[i][c] = j <= t + n.off && j < n.Tk && t < n.T ? scale * s[i][c] : negative_infinity<T>();
+        tile_max = s[i][c] > tile_max ? s[i][c] : tile_max;
       }
-      tile_max = warp_max(tile_max);
+      tile_max = group16_max(tile_max);
       // m' = max(m, max_j S_tj); the sum and the output so far are rescaled by exp(m − m')
-      const T m_new = m[r] > tile_max ? m[r] : tile_max;
+      const T m_new = m[i] > tile_max ? m[i] : tile_max;
       const T m_ref = m_new == negative_infinity<T>() ? T(0) : m_new;  // rows past T see no key
-      const T rescale = exp_of(m[r] - m_ref);
-      m[r] = m_new;
+      const T rescale = exp_of(m[i] - m_ref);
+      m[i] = m_new;
       T p_sum = T(0);
 ATTENTION_UNROLL
-      for (int c = 0; c < KPL; ++c) {
-        const T p = exp_of(s[r][c] - m_ref);
-        Ps[(warp * R + r) * Bc + lane + 32 * c] = p;
+      for (int c = 0; c < 4; ++c) {
+        const T p = exp_of(s[i][c] - m_ref);
+        Ps[(4 * ty + i) * kScoreLd + tx + 16 * c] = p;
         p_sum += p;
       }
-      l[r] = l[r] * rescale + p_sum;
+      l[i] = l[i] * rescale + p_sum;
 ATTENTION_UNROLL
-      for (int i = 0; i < DPL; ++i) o[r][i] *= rescale;
+      for (int kk = 0; kk < DPT; ++kk) o[i][kk] *= rescale;
     }
     __syncthreads();
-    // o[r][d] += Σ_j P[r][j]·V[j][d]
-    accumulate_weighted_rows(o, Ps + warp * R * Bc, Bc, Vs, Dq, min_of(Bc, key_end - k0), n.D);
+    accumulate_block<DPT>(o, Ps, Vs, round_up4(min_of(kTile, key_end - k0)), ty, tx);
   }
 
   T* oh = out.at(b, h);
   T* lh = lse.at(b, h);
 ATTENTION_UNROLL
-  for (int r = 0; r < R; ++r) {
-    const T sum = warp_sum(l[r]);
-    const int t = row0 + warp * R + r;
-    if (t < n.T) {
-      const T inv = T(1) / sum;
+  for (int i = 0; i < 4; ++i) {
+    const T sum = group16_sum(l[i]);
+    const int t = row0 + 4 * ty + i;
+    if (t >= n.T) continue;
+    const T inv = T(1) / sum;
 ATTENTION_UNROLL
-      for (int i = 0; i < DPL; ++i)
-        if (lane + 32 * i < n.D) oh[t * out.st + lane + 32 * i] = o[r][i] * inv;
-      if (lane == 0) lh[t * lse.st] = m[r] + log_of(sum);
+    for (int kk = 0; kk < DPT; ++kk) {
+      const int d = head_col<DPT>(tx, kk);
+      if (d < n.D) oh[int64_t(t) * out.st + d] = o[i][kk] * inv;
     }
+    if (tx == 0) lh[int64_t(t) * lse.st] = m[i] + log_of(sum);
   }
 }
 
@@ -323,170 +324,156 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <class T, int RK, int QPL>
-size_t key_grad_shared_bytes(int D) {
-  const int Bk = kWarps * RK, Bq = 32 * QPL;
-  return sizeof(T) * (2 * size_t(Bk) * round_up4(D) + 2 * size_t(Bq) * odd_stride(D) + 2 * size_t(Bk) * Bq +
-                      2 * size_t(Bq));
-}
-
-// grad_k, grad_v [B, Hkv, T, D] for one tile of Bk keys of one kv head; see the header.
-template <class T, int RK, int QPL, int DPL>
-__global__ void __launch_bounds__(kThreads)
+// grad_k, grad_v [B, Hkv, T, D] of one tile of 64 keys of one kv head (rows = keys, columns =
+// queries): for each query head of the group and each query tile at or after the key tile,
+// Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ, Pᵀ = exp(s·Sᵀ − lse), dSᵀ = Pᵀ (dPᵀ − Δ); dV += Pᵀ·dO, dK += dSᵀ·Q in
+// registers, written once (deterministic, no atomics). grid (B·Hkv, key tiles), the longest first.
+template <class T, int DPT>
+__global__ void __launch_bounds__(kBlockThreads)
     key_grad_kernel(Heads<T> grad_k, Heads<T> grad_v, Heads<const T> grad_out, Heads<const T> q, Heads<const T> k,
                     Heads<const T> v, Heads<const T> lse, const T* delta, Dims n, T scale) {
-  constexpr int Bk = kWarps * RK, Bq = 32 * QPL;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int Dq = round_up4(n.D), Dp = odd_stride(n.D);
+  constexpr int LD = operand_ld<DPT>();
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   TG_DYNAMIC_SHARED(T, smem);
-  T* Ks = smem;                // [Bk, Dq]  key rows (broadcast reads)
-  T* Vs = Ks + Bk * Dq;        // [Bk, Dq]  value rows
-  T* Qs = Vs + Bk * Dq;        // [Bq, Dp]  query rows, one per lane, then columns over lanes
-  T* dOs = Qs + Bq * Dp;       // [Bq, Dp]  output-gradient rows
-  T* Ps = dOs + Bq * Dp;       // [Bk, Bq]  Pᵀ of the tile
-  T* dSs = Ps + Bk * Bq;       // [Bk, Bq]  dSᵀ of the tile
-  T* lse_s = dSs + Bk * Bq;    // [Bq]
-  T* delta_s = lse_s + Bq;     // [Bq]
+  T* Ks = smem;                     // [64, LD]
+  T* Vs = Ks + kTile * LD;          // [64, LD]
+  T* Qs = Vs + kTile * LD;          // [64, LD]
+  T* dOs = Qs + kTile * LD;         // [64, LD]
+  T* Ps = dOs + kTile * LD;         // [64, 68]  Pᵀ of the tile
+  T* dSs = Ps + kTile * kScoreLd;   // [64, 68]  dSᵀ of the tile
+  T* lse_s = dSs + kTile * kScoreLd;  // [64]
+  T* delta_s = lse_s + kTile;         // [64]
 
   const int b = blockIdx.x / n.Hkv, kv = blockIdx.x % n.Hkv;
-  const int key0 = blockIdx.y * Bk;
-  load_rows(Ks, Dq, k.at(b, kv), k.st, key0, Bk, n.T, n.D);
-  load_rows(Vs, Dq, v.at(b, kv), v.st, key0, Bk, n.T, n.D);
+  const int key0 = blockIdx.y * kTile;
+  const int D4 = round_up4(n.D);
+  load_operand<DPT>(Ks, k.at(b, kv), k.st, key0, n.T, n.D);
+  load_operand<DPT>(Vs, v.at(b, kv), v.st, key0, n.T, n.D);
 
-  T dk[RK][DPL], dv[RK][DPL];
+  T dk[4][DPT], dv[4][DPT];
   zero(dk);
   zero(dv);
   for (int g = 0; g < n.G; ++g) {
     const int h = kv * n.G + g;
-    const T* qh = q.at(b, h);
-    const T* gh = grad_out.at(b, h);
     const T* lh = lse.at(b, h);
     const T* delta_h = delta + (int64_t(b) * n.H + h) * n.T;
-    for (int q0 = key0 / Bq * Bq; q0 < n.T; q0 += Bq) {  // query tiles that see a key of this tile
+    for (int q0 = key0; q0 < n.T; q0 += kTile) {  // query tiles that see a key of this tile
       __syncthreads();  // the previous tile's readers are done (and Ks, Vs are complete)
-      load_rows(Qs, Dp, qh, q.st, q0, Bq, n.T, n.D);
-      load_rows(dOs, Dp, gh, grad_out.st, q0, Bq, n.T, n.D);
-      for (int i = threadIdx.x; i < Bq; i += kThreads) {
+      load_operand<DPT>(Qs, q.at(b, h), q.st, q0, n.T, n.D);
+      load_operand<DPT>(dOs, grad_out.at(b, h), grad_out.st, q0, n.T, n.D);
+      for (int i = threadIdx.x; i < kTile; i += kBlockThreads) {
         const int t = q0 + i;
-        lse_s[i] = t < n.T ? lh[t * lse.st] : T(0);
+        lse_s[i] = t < n.T ? lh[int64_t(t) * lse.st] : T(0);
         delta_s[i] = t < n.T ? delta_h[t] : T(0);
       }
       __syncthreads();
-      // S[r][c] = k_j·q_t, dP[r][c] = v_j·dO_t for j = key0 + warp·RK + r, t = q0 + lane + 32c
-      T s[RK][QPL], dp[RK][QPL];
+      T s[4][4], dp[4][4];
       zero(s);
       zero(dp);
-      dot_rows_with_lane_rows(s, Ks + warp * RK * Dq, Dq, Qs, Dp, n.D);
-      dot_rows_with_lane_rows(dp, Vs + warp * RK * Dq, Dq, dOs, Dp, n.D);
+      score_block<DPT>(s, Ks, Qs, D4, ty, tx);
+      score_block<DPT>(dp, Vs, dOs, D4, ty, tx);
 ATTENTION_UNROLL
-      for (int r = 0; r < RK; ++r) {
-        const int j = key0 + warp * RK + r;
+      for (int i = 0; i < 4; ++i) {
+        const int j = key0 + 4 * ty + i;
 ATTENTION_UNROLL
-        for (int c = 0; c < QPL; ++c) {
-          const int i = lane + 32 * c, t = q0 + i;
+        for (int c = 0; c < 4; ++c) {
+          const int col = tx + 16 * c, t = q0 + col;
           // P = exp(s·q·k − lse), dS = P (dP − Δ); zero above the diagonal and past T
-          const T p = j <= t && t < n.T ? exp_of(scale * s[r][c] - lse_s[i]) : T(0);
-          Ps[(warp * RK + r) * Bq + i] = p;
-          dSs[(warp * RK + r) * Bq + i] = p * (dp[r][c] - delta_s[i]);
+          const T p = j <= t && t < n.T ? exp_of(scale * s[i][c] - lse_s[col]) : T(0);
+          Ps[(4 * ty + i) * kScoreLd + col] = p;
+          dSs[(4 * ty + i) * kScoreLd + col] = p * (dp[i][c] - delta_s[col]);
         }
       }
       __syncthreads();
-      // dV[r][d] += Σ_t P[t][r]·dO[t][d],  dK[r][d] += Σ_t dS[t][r]·Q[t][d]
-      const int rows = min_of(Bq, n.T - q0);
-      accumulate_weighted_rows(dv, Ps + warp * RK * Bq, Bq, dOs, Dp, rows, n.D);
-      accumulate_weighted_rows(dk, dSs + warp * RK * Bq, Bq, Qs, Dp, rows, n.D);
+      const int rows4 = round_up4(min_of(kTile, n.T - q0));
+      accumulate_block<DPT>(dv, Ps, dOs, rows4, ty, tx);
+      accumulate_block<DPT>(dk, dSs, Qs, rows4, ty, tx);
     }
   }
 
   T* dkh = grad_k.at(b, kv);
   T* dvh = grad_v.at(b, kv);
 ATTENTION_UNROLL
-  for (int r = 0; r < RK; ++r) {
-    const int j = key0 + warp * RK + r;
+  for (int i = 0; i < 4; ++i) {
+    const int j = key0 + 4 * ty + i;
     if (j >= n.T) continue;
 ATTENTION_UNROLL
-    for (int i = 0; i < DPL; ++i) {
-      const int d = lane + 32 * i;
+    for (int kk = 0; kk < DPT; ++kk) {
+      const int d = head_col<DPT>(tx, kk);
       if (d >= n.D) continue;
-      dkh[j * grad_k.st + d] = scale * dk[r][i];
-      dvh[j * grad_v.st + d] = dv[r][i];
+      dkh[int64_t(j) * grad_k.st + d] = scale * dk[i][kk];
+      dvh[int64_t(j) * grad_v.st + d] = dv[i][kk];
     }
   }
 }
 
-template <class T, int R, int KPL>
-size_t query_grad_shared_bytes(int D) {
-  const int Br = kWarps * R, Bc = 32 * KPL;
-  return sizeof(T) * (2 * size_t(Br) * round_up4(D) + 2 * size_t(Bc) * odd_stride(D) + size_t(Br) * Bc);
-}
-
-// grad_q [B, H, T, D] for one tile of Br query rows; see the header.
-template <class T, int R, int KPL, int DPL>
-__global__ void __launch_bounds__(kThreads)
+// grad_q [B, H, T, D] of one tile of 64 query rows (rows = queries, columns = keys): per key tile up
+// to the diagonal, S = Q·Kᵀ and dP = dO·Vᵀ, dS = exp(s·S − lse)(dP − Δ), dQ += dS·K; dQ = s·that.
+// grid (B·H, query tiles), the longest rows first.
+template <class T, int DPT>
+__global__ void __launch_bounds__(kBlockThreads)
     query_grad_kernel(Heads<T> grad_q, Heads<const T> grad_out, Heads<const T> q, Heads<const T> k,
                       Heads<const T> v, Heads<const T> lse, const T* delta, Dims n, T scale) {
-  constexpr int Br = kWarps * R, Bc = 32 * KPL;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int Dq = round_up4(n.D), Dp = odd_stride(n.D);
+  constexpr int LD = operand_ld<DPT>();
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   TG_DYNAMIC_SHARED(T, smem);
-  T* Qs = smem;            // [Br, Dq]  query rows (broadcast reads)
-  T* dOs = Qs + Br * Dq;   // [Br, Dq]  output-gradient rows
-  T* Ks = dOs + Br * Dq;   // [Bc, Dp]  key rows, one per lane, then columns over lanes
-  T* Vs = Ks + Bc * Dp;    // [Bc, Dp]  value rows, one per lane
-  T* dSs = Vs + Bc * Dp;   // [Br, Bc]  dS of the tile
+  T* Qs = smem;              // [64, LD]
+  T* dOs = Qs + kTile * LD;  // [64, LD]
+  T* Ks = dOs + kTile * LD;  // [64, LD]
+  T* Vs = Ks + kTile * LD;   // [64, LD]
+  T* dSs = Vs + kTile * LD;  // [64, 68]  dS of the tile
 
   const int b = blockIdx.x / n.H, h = blockIdx.x % n.H, kv = h / n.G;
-  const int row0 = (gridDim.y - 1 - blockIdx.y) * Br;  // the longest rows first
-  const int key_end = min_of(n.T, row0 + Br);
-  const T* kh = k.at(b, kv);
-  const T* vh = v.at(b, kv);
-  load_rows(Qs, Dq, q.at(b, h), q.st, row0, Br, n.T, n.D);
-  load_rows(dOs, Dq, grad_out.at(b, h), grad_out.st, row0, Br, n.T, n.D);
-  T row_lse[R], row_delta[R];
+  const int row0 = (gridDim.y - 1 - blockIdx.y) * kTile;
+  const int key_end = min_of(n.T, row0 + kTile);
+  const int D4 = round_up4(n.D);
+  load_operand<DPT>(Qs, q.at(b, h), q.st, row0, n.T, n.D);
+  load_operand<DPT>(dOs, grad_out.at(b, h), grad_out.st, row0, n.T, n.D);
+  T row_lse[4], row_delta[4];
 ATTENTION_UNROLL
-  for (int r = 0; r < R; ++r) {
-    const int t = row0 + warp * R + r;
-    row_lse[r] = t < n.T ? lse.at(b, h)[t * lse.st] : T(0);
-    row_delta[r] = t < n.T ? delta[(int64_t(b) * n.H + h) * n.T + t] : T(0);
+  for (int i = 0; i < 4; ++i) {
+    const int t = row0 + 4 * ty + i;
+    row_lse[i] = t < n.T ? lse.at(b, h)[int64_t(t) * lse.st] : T(0);
+    row_delta[i] = t < n.T ? delta[(int64_t(b) * n.H + h) * n.T + t] : T(0);
   }
 
-  T dq[R][DPL];
+  T dq[4][DPT];
   zero(dq);
-  for (int k0 = 0; k0 < key_end; k0 += Bc) {
+  for (int k0 = 0; k0 < key_end; k0 += kTile) {
     __syncthreads();  // the previous tile's readers are done (and Qs, dOs are complete)
-    load_rows(Ks, Dp, kh, k.st, k0, Bc, n.T, n.D);
-    load_rows(Vs, Dp, vh, v.st, k0, Bc, n.T, n.D);
+    load_operand<DPT>(Ks, k.at(b, kv), k.st, k0, n.T, n.D);
+    load_operand<DPT>(Vs, v.at(b, kv), v.st, k0, n.T, n.D);
     __syncthreads();
-    // S[r][c] = q_t·k_j, dP[r][c] = dO_t·v_j for t = row0 + warp·R + r, j = k0 + lane + 32c
-    T s[R][KPL], dp[R][KPL];
+    T s[4][4], dp[4][4];
     zero(s);
     zero(dp);
-    dot_rows_with_lane_rows(s, Qs + warp * R * Dq, Dq, Ks, Dp, n.D);
-    dot_rows_with_lane_rows(dp, dOs + warp * R * Dq, Dq, Vs, Dp, n.D);
+    score_block<DPT>(s, Qs, Ks, D4, ty, tx);
+    score_block<DPT>(dp, dOs, Vs, D4, ty, tx);
 ATTENTION_UNROLL
-    for (int r = 0; r < R; ++r) {
-      const int t = row0 + warp * R + r;
+    for (int i = 0; i < 4; ++i) {
+      const int t = row0 + 4 * ty + i;
 ATTENTION_UNROLL
-      for (int c = 0; c < KPL; ++c) {
-        const int j = k0 + lane + 32 * c;
+      for (int c = 0; c < 4; ++c) {
+        const int j = k0 + tx + 16 * c;
         // dS = P (dP − Δ) with P = exp(s·q·k − lse); zero above the diagonal and past T
-        const T p = j <= t && t < n.T ? exp_of(scale * s[r][c] - row_lse[r]) : T(0);
-        dSs[(warp * R + r) * Bc + lane + 32 * c] = p * (dp[r][c] - row_delta[r]);
+        const T p = j <= t && t < n.T ? exp_of(scale * s[i][c] - row_lse[i]) : T(0);
+        dSs[(4 * ty + i) * kScoreLd + tx + 16 * c] = p * (dp[i][c] - row_delta[i]);
       }
     }
     __syncthreads();
-    // dQ[r][d] += Σ_j dS[r][j]·K[j][d]
-    accumulate_weighted_rows(dq, dSs + warp * R * Bc, Bc, Ks, Dp, min_of(Bc, key_end - k0), n.D);
+    accumulate_block<DPT>(dq, dSs, Ks, round_up4(min_of(kTile, key_end - k0)), ty, tx);
   }
 
   T* dqh = grad_q.at(b, h);
 ATTENTION_UNROLL
-  for (int r = 0; r < R; ++r) {
-    const int t = row0 + warp * R + r;
+  for (int i = 0; i < 4; ++i) {
+    const int t = row0 + 4 * ty + i;
     if (t >= n.T) continue;
 ATTENTION_UNROLL
-    for (int i = 0; i < DPL; ++i)
-      if (lane + 32 * i < n.D) dqh[t * grad_q.st + lane + 32 * i] = scale * dq[r][i];
+    for (int kk = 0; kk < DPT; ++kk) {
+      const int d = head_col<DPT>(tx, kk);
+      if (d < n.D) dqh[int64_t(t) * grad_q.st + d] = scale * dq[i][kk];
+    }
   }
 }
 
@@ -743,39 +730,42 @@ size_t max_shared_bytes() {
 #endif
 }
 
-// Whether the register-tiled kernels take head size D (≤ 4 columns per lane) with `bytes` of shared memory.
-bool tiled_kernels_fit(int D, size_t bytes) { return D <= 32 * 4 && bytes <= max_shared_bytes(); }
+// Whether the blocked kernels take head size D (≤ 128: 8 head columns per thread) with `bytes` of
+// shared memory (float64 at D > 64 needs more than a block may have: the row-per-warp kernels).
+bool blocked_kernels_fit(int D, size_t bytes) { return D <= 128 && bytes <= max_shared_bytes(); }
 
-// Calls f(std::integral_constant<int, DPL>) with DPL = ⌈D/32⌉ columns per lane (1 to 4).
+// Calls f(std::integral_constant<int, DPT>) with DPT = 1, 2, 4 or 8 head columns per thread (16·DPT ≥ D).
 template <class F>
-void with_columns_per_lane(int D, F&& f) {
-  switch ((D + 31) / 32) {
-    case 0:
-    case 1: return f(std::integral_constant<int, 1>{});
-    case 2: return f(std::integral_constant<int, 2>{});
-    case 3: return f(std::integral_constant<int, 3>{});
-    default: return f(std::integral_constant<int, 4>{});
-  }
+void with_head_cols_per_thread(int D, F&& f) {
+  if (D <= 16) return f(std::integral_constant<int, 1>{});
+  if (D <= 32) return f(std::integral_constant<int, 2>{});
+  if (D <= 64) return f(std::integral_constant<int, 4>{});
+  return f(std::integral_constant<int, 8>{});
 }
 
 template <class T>
 void run_forward(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
                  const TensorView& v, const Dims& n, double scale) {
-  constexpr int R = Tiles<T>::kRowsPerWarp, KPL = Tiles<T>::kKeysPerLane;
   const unsigned heads = unsigned(q.shape[0] * n.H);
   const T s = static_cast<T>(scale);
-  const size_t bytes = forward_shared_bytes<T, R, KPL>(n.D);
-  if (!tiled_kernels_fit(n.D, bytes)) {
+  bool done = false;
+  // A few query rows over a KV cache (decoding) would leave most of a 64-row tile idle: row per warp.
+  const bool decoding = n.off > 0 && n.T < 16;
+  if (!decoding && n.D <= 128) {
+    with_head_cols_per_thread(n.D, [&](auto dpt) {
+      constexpr int DPT = decltype(dpt)::value;
+      const size_t bytes = blocked_shared_bytes<T, DPT>(3, 1);
+      if (!blocked_kernels_fit(n.D, bytes)) return;
+      auto* kernel = &forward_kernel<T, DPT>;
+      allow_shared_bytes(kernel, bytes);
+      launch(kernel, dim3(heads, tiles(n.T, kTile)), dim3(kBlockThreads), bytes, heads_of<T>(out), heads_of<T>(lse),
+             heads_of<const T>(q), heads_of<const T>(k), heads_of<const T>(v), n, s);
+      done = true;
+    });
+  }
+  if (!done)
     launch(&forward_rowwise_kernel<T>, dim3(heads, tiles(n.T, kWarps)), dim3(kThreads), 0, heads_of<T>(out),
            heads_of<T>(lse), heads_of<const T>(q), heads_of<const T>(k), heads_of<const T>(v), n, s);
-    return;
-  }
-  with_columns_per_lane(n.D, [&](auto columns) {
-    auto* kernel = &forward_kernel<T, R, KPL, decltype(columns)::value>;
-    allow_shared_bytes(kernel, bytes);
-    launch(kernel, dim3(heads, tiles(n.T, kWarps * R)), dim3(kThreads), bytes, heads_of<T>(out), heads_of<T>(lse),
-           heads_of<const T>(q), heads_of<const T>(k), heads_of<const T>(v), n, s);
-  });
 }
 
 template <class T>
@@ -797,41 +787,35 @@ void run_backward(CudaBackend& backend, const TensorView& grad_q, const TensorVi
   launch(&delta_kernel<T>, dim3(blocks_for(rows, kWarps)), dim3(kThreads), 0, static_cast<T*>(buffer.p),
          heads_of<const T>(grad_out), heads_of<const T>(out), B, n);
 
-  // dK, dV: one block per (b, kv head, key tile)
-  constexpr int RK = Tiles<T>::kKeyRowsPerWarp, QPL = Tiles<T>::kQueriesPerLane;
-  const unsigned kv_heads = unsigned(B * n.Hkv);
-  const size_t key_bytes = key_grad_shared_bytes<T, RK, QPL>(n.D);
-  if (tiled_kernels_fit(n.D, key_bytes)) {
-    with_columns_per_lane(n.D, [&](auto columns) {
-      auto* kernel = &key_grad_kernel<T, RK, QPL, decltype(columns)::value>;
-      allow_shared_bytes(kernel, key_bytes);
-      launch(kernel, dim3(kv_heads, tiles(n.T, kWarps * RK)), dim3(kThreads), key_bytes, heads_of<T>(grad_k),
+  const unsigned kv_heads = unsigned(B * n.Hkv), heads = unsigned(B * n.H);
+  bool done = false;
+  if (n.D <= 128) {
+    with_head_cols_per_thread(n.D, [&](auto dpt) {
+      constexpr int DPT = decltype(dpt)::value;
+      const size_t key_bytes = blocked_shared_bytes<T, DPT>(4, 2, /*row_values=*/true);
+      const size_t query_bytes = blocked_shared_bytes<T, DPT>(4, 1);
+      if (!blocked_kernels_fit(n.D, key_bytes) || !blocked_kernels_fit(n.D, query_bytes)) return;
+      // dK, dV: one block per (b, kv head, key tile); dQ: one block per (b, head, query tile)
+      auto* key_kernel = &key_grad_kernel<T, DPT>;
+      allow_shared_bytes(key_kernel, key_bytes);
+      launch(key_kernel, dim3(kv_heads, tiles(n.T, kTile)), dim3(kBlockThreads), key_bytes, heads_of<T>(grad_k),
              heads_of<T>(grad_v), heads_of<const T>(grad_out), heads_of<const T>(q), heads_of<const T>(k),
              heads_of<const T>(v), heads_of<const T>(lse), delta, n, s);
-    });
-  } else {
-    launch(&key_grad_rowwise_kernel<T>, dim3(kv_heads, tiles(n.T, kWarps)), dim3(kThreads), 0, heads_of<T>(grad_k),
-           heads_of<T>(grad_v), heads_of<const T>(grad_out), heads_of<const T>(q), heads_of<const T>(k),
-           heads_of<const T>(v), heads_of<const T>(lse), delta, n, s);
-  }
-
-  // dQ: one block per (b, head, query tile)
-  constexpr int R = Tiles<T>::kRowsPerWarp, KPL = Tiles<T>::kKeysPerLane;
-  const unsigned heads = unsigned(B * n.H);
-  const size_t query_bytes = query_grad_shared_bytes<T, R, KPL>(n.D);
-  if (tiled_kernels_fit(n.D, query_bytes)) {
-    with_columns_per_lane(n.D, [&](auto columns) {
-      auto* kernel = &query_grad_kernel<T, R, KPL, decltype(columns)::value>;
-      allow_shared_bytes(kernel, query_bytes);
-      launch(kernel, dim3(heads, tiles(n.T, kWarps * R)), dim3(kThreads), query_bytes, heads_of<T>(grad_q),
+      auto* query_kernel = &query_grad_kernel<T, DPT>;
+      allow_shared_bytes(query_kernel, query_bytes);
+      launch(query_kernel, dim3(heads, tiles(n.T, kTile)), dim3(kBlockThreads), query_bytes, heads_of<T>(grad_q),
              heads_of<const T>(grad_out), heads_of<const T>(q), heads_of<const T>(k), heads_of<const T>(v),
              heads_of<const T>(lse), delta, n, s);
+      done = true;
     });
-  } else {
-    launch(&query_grad_rowwise_kernel<T>, dim3(heads, tiles(n.T, kWarps)), dim3(kThreads), 0, heads_of<T>(grad_q),
-           heads_of<const T>(grad_out), heads_of<const T>(q), heads_of<const T>(k), heads_of<const T>(v),
-           heads_of<const T>(lse), delta, n, s);
   }
+  if (done) return;
+  launch(&key_grad_rowwise_kernel<T>, dim3(kv_heads, tiles(n.T, kWarps)), dim3(kThreads), 0, heads_of<T>(grad_k),
+         heads_of<T>(grad_v), heads_of<const T>(grad_out), heads_of<const T>(q), heads_of<const T>(k),
+         heads_of<const T>(v), heads_of<const T>(lse), delta, n, s);
+  launch(&query_grad_rowwise_kernel<T>, dim3(heads, tiles(n.T, kWarps)), dim3(kThreads), 0, heads_of<T>(grad_q),
+         heads_of<const T>(grad_out), heads_of<const T>(q), heads_of<const T>(k), heads_of<const T>(v),
+         heads_of<const T>(lse), delta, n, s);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "kernels/cuda/cuda_backend.h"
@@ -213,25 +214,29 @@ void check_cublas(cublasStatus_t s, const char* call) {
   if (s != CUBLAS_STATUS_SUCCESS) throw Error(fmt::format("cuda: {}: {}", call, cublas_status_name(s)));
 }
 
-// One handle for the process, bound to the backend's stream; never destroyed (tensors in static
-// storage may outlive it).
+// One handle for the process, bound to the backend's stream, created on first use; destroyed only
+// by release_cublas_handle() (tensors in static storage may outlive any other owner).
+std::mutex g_handle_mutex;
+cublasHandle_t g_handle = nullptr;
+cublasMath_t g_math_mode = CUBLAS_DEFAULT_MATH;  // the mode last set on g_handle
+
 cublasHandle_t cublas_handle() {
-  static cublasHandle_t handle = [] {
+  std::lock_guard<std::mutex> lock(g_handle_mutex);
+  if (g_handle == nullptr) {
     cublasHandle_t h = nullptr;
     check_cublas(cublasCreate(&h), "cublasCreate");
     check_cublas(cublasSetStream(h, stream()), "cublasSetStream");
     check_cublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-    return h;
-  }();
-  return handle;
+    g_handle = h, g_math_mode = CUBLAS_DEFAULT_MATH;
+  }
+  return g_handle;
 }
 
 // Sets the handle's math mode when it differs from the one last set.
 void set_math_mode(cublasHandle_t h, cublasMath_t mode) {
-  static cublasMath_t current = CUBLAS_DEFAULT_MATH;
-  if (mode == current) return;
+  if (mode == g_math_mode) return;
   check_cublas(cublasSetMathMode(h, mode), "cublasSetMathMode");
-  current = mode;
+  g_math_mode = mode;
 }
 
 cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
@@ -441,6 +446,15 @@ void matmul_typed(CudaBackend& backend, const TensorView& out_v, const TensorVie
 }
 
 }  // namespace
+
+void release_cublas_handle() {
+#if !defined(TAPEGRAD_CUDA_EMULATED)
+  std::lock_guard<std::mutex> lock(g_handle_mutex);
+  if (g_handle == nullptr) return;
+  check_cublas(cublasDestroy(g_handle), "cublasDestroy");
+  g_handle = nullptr;
+#endif
+}
 
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
 bool allow_tf32() { return g_allow_tf32.load(); }

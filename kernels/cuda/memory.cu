@@ -178,18 +178,24 @@ const char* error_op_name(int code) {
 }
 }  // namespace
 
+// The record kernels report bad indices into: allocated (zeroed) on first use, freed only by
+// release_process_resources(). Read on every launch that validates indices, hence the atomic.
+std::mutex g_record_mutex;
+std::atomic<DeviceErrorRecord*> g_record{nullptr};
+
 DeviceErrorRecord* device_error_record() {
-  static DeviceErrorRecord* rec = [] {
-    void* p = allocator().allocate(sizeof(DeviceErrorRecord));
-    const DeviceErrorRecord zero{0, 0, 0, 0};
+  if (DeviceErrorRecord* rec = g_record.load(std::memory_order_acquire)) return rec;
+  std::lock_guard<std::mutex> lock(g_record_mutex);
+  if (DeviceErrorRecord* rec = g_record.load(std::memory_order_relaxed)) return rec;
+  void* p = allocator().allocate(sizeof(DeviceErrorRecord));
+  const DeviceErrorRecord zero{0, 0, 0, 0};
 #if defined(TAPEGRAD_CUDA_EMULATED)
-    check(hipMemcpy(p, &zero, sizeof zero, hipMemcpyHostToDevice), "error record");
+  check(hipMemcpy(p, &zero, sizeof zero, hipMemcpyHostToDevice), "error record");
 #else
-    check(cudaMemcpy(p, &zero, sizeof zero, cudaMemcpyHostToDevice), "error record");
+  check(cudaMemcpy(p, &zero, sizeof zero, cudaMemcpyHostToDevice), "error record");
 #endif
-    return static_cast<DeviceErrorRecord*>(p);
-  }();
-  return rec;
+  g_record.store(static_cast<DeviceErrorRecord*>(p), std::memory_order_release);
+  return static_cast<DeviceErrorRecord*>(p);
 }
 
 void check_device_errors() {
@@ -213,6 +219,20 @@ void check_device_errors() {
 
 MemoryStats memory_stats() { return allocator().stats(); }
 void empty_cache() { allocator().empty_cache(); }
+
+void release_process_resources() {
+#if defined(TAPEGRAD_CUDA_EMULATED)
+  check(hipDeviceSynchronize(), "release_process_resources");
+#else
+  check(cudaDeviceSynchronize(), "release_process_resources");
+#endif
+  release_cublas_handle();
+  {
+    std::lock_guard<std::mutex> lock(g_record_mutex);
+    if (DeviceErrorRecord* rec = g_record.exchange(nullptr)) allocator().deallocate(rec, sizeof(DeviceErrorRecord));
+  }
+  allocator().empty_cache();
+}
 uint64_t sync_count() { return g_syncs.load(); }
 
 void* CudaBackend::allocate(size_t nbytes) { return allocator().allocate(nbytes); }

@@ -6,7 +6,7 @@
 // `__syncthreads` work, warps are emulated. That is how the kernels are tested without a GPU.
 //
 // Rules for kernels (they keep both builds correct):
-//   * Warp shuffles only through warp_sum / warp_max below (butterfly XOR, width 32). HIP-CPU's
+//   * Warp shuffles only through warp_sum / warp_max / group16_* below (butterfly XOR, width 32). HIP-CPU's
 //     warps are 64 wide and its shfl_down/shfl with width 32 are wrong for the upper half, while
 //     its shfl_xor is right; a butterfly also leaves the result in every lane.
 //   * HIP-CPU implements a shuffle as a barrier of the whole block: every thread of the block must
@@ -122,6 +122,21 @@ __device__ inline T warp_sum(T v) {
 template <class T>
 __device__ inline T warp_max(T v) {
   for (int m = 16; m > 0; m >>= 1) {
+    const T o = TG_SHFL_XOR(v, m);
+    v = o > v ? o : v;
+  }
+  return v;
+}
+// The same over each aligned group of 16 lanes (lanes 0–15, 16–31): XOR masks below 16 never leave
+// the group, on a GPU and in HIP-CPU's 64-wide warps alike. Call uniformly.
+template <class T>
+__device__ inline T group16_sum(T v) {
+  for (int m = 8; m > 0; m >>= 1) v += TG_SHFL_XOR(v, m);
+  return v;
+}
+template <class T>
+__device__ inline T group16_max(T v) {
+  for (int m = 8; m > 0; m >>= 1) {
     const T o = TG_SHFL_XOR(v, m);
     v = o > v ? o : v;
   }

@@ -1,5 +1,6 @@
 // test_cuda_memory.cpp — the CUDA backend's memory: copies both ways and on the device, the
-// caching allocator's reuse (no driver allocation in steady state) and its counters.
+// caching allocator's reuse (no driver allocation in steady state) and its counters, and the release
+// of everything the backend keeps for the process (what a leak checker would report).
 #include "tests/cuda/cuda_test_util.h"
 
 using namespace tapegrad;
@@ -33,4 +34,23 @@ TEST_CASE("memory: freed blocks are reused without new driver allocations", "[cu
   CHECK(after.driver_allocations <= before.driver_allocations + 1);  // at most the small block's first class
   CHECK(after.allocated_bytes == before.allocated_bytes);
   CHECK(after.reserved_bytes >= after.allocated_bytes);
+}
+
+TEST_CASE("memory: release_process_resources frees everything, and the backend re-creates it on use", "[cuda]") {
+  // Use what the backend keeps for the process: the matmul (cuBLAS handle on a real GPU) and the
+  // device error record (a bad index), then release and use both again.
+  auto use_backend = [] {
+    const Tensor a = on_cuda(randn({8, 8})), b = on_cuda(randn({8, 8}));
+    expect_close(matmul(a.to(Device::cpu()), b.to(Device::cpu())), matmul(a, b), 1e-5, 1e-5, "matmul");
+    const Tensor in = on_cuda(randn({5, 4})), index = on_cuda(tensor({1, 7}, {2}, Options(kInt64)));
+    Tensor out = on_cuda(zeros({2, 4}));
+    gpu_be().index_select(view(out), view(in), 0, view(index));
+    CHECK_THROWS_WITH(values(out), Catch::Contains("index_select") && Catch::Contains("out of range"));
+  };
+  use_backend();
+  kernels::cuda::release_process_resources();
+  const auto released = kernels::cuda::memory_stats();
+  CHECK(released.allocated_bytes == 0);  // nothing of this test (or the backend) is alive
+  CHECK(released.reserved_bytes == 0);
+  use_backend();
 }

@@ -85,7 +85,8 @@ void compare_sample(const Sample& s, DType t) {
   for (size_t i = 0; i < want.size(); ++i) {
     // Integer outputs (argmax-like) must match exactly.
     const bool exact = !is_floating(want[i].dtype());
-    expect_close(want[i], got[i], exact ? 0.0 : rtol_for(t), exact ? 0.0 : atol_for(t),
+    const DType precision = s.float32_inside ? kFloat32 : t;  // the narrowest dtype the sample computes in
+    expect_close(want[i], got[i], exact ? 0.0 : rtol_for(precision), exact ? 0.0 : atol_for(precision),
                  i == 0 ? "output" : "gradient of input #" + std::to_string(i - 1) + " (among those requiring grad)");
   }
 }

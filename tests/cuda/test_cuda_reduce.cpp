@@ -4,6 +4,7 @@
 // sliced-row path (a full sum of 10⁵ elements, a column sum of [20000, 3]), NaN propagation, an
 // empty reduction (the identity), int32 sums that wrap; max_along on every dim with ties (the first
 // maximum wins) and NaN (the first NaN wins), long rows; bool is refused.
+#include <algorithm>
 #include <limits>
 
 #include "tests/cuda/cuda_test_util.h"
@@ -39,6 +40,14 @@ void check_reduce(ReduceOp op, const Tensor& in, const Tensor& in_gpu, const std
   Tensor want = empty(out_shape, Options(in.dtype())), got = empty(out_shape, Options(in.dtype()).device(gpu()));
   cpu_be().reduce(op, view(want), view(in));
   gpu_be().reduce(op, view(got), view(in_gpu));
+  const DType t = in.dtype();
+  if (op == ReduceOp::Sum && (t == kFloat32 || t == kFloat64)) {
+    // Two summation orders of n N(0, 1) values differ by rounding that grows with n, not with the
+    // (possibly cancelled, near-zero) sum itself: the absolute tolerance scales with n.
+    const double n = double(std::max<int64_t>(1, in.numel() / std::max<int64_t>(1, want.numel())));
+    expect_close(want, got, rtol_for(t), atol_for(t) * n, what);
+    return;
+  }
   expect_same(want, got, what);
 }
 
@@ -47,6 +56,7 @@ std::string dims_str(const std::vector<int>& dims) { return fmt::format("{{{}}}"
 }  // namespace
 
 TEST_CASE("reduce: sum / max / min over every set of dims of a 3-D tensor, every dtype", "[cuda][reduce]") {
+  manual_seed(11);  // the same values whatever ran before
   const std::vector<std::vector<int>> dim_sets = {{}, {0}, {1}, {2}, {0, 1}, {0, 2}, {1, 2}, {0, 1, 2}};
   for (ReduceOp op : kOps)
     for (DType t : kNumericTypes)
@@ -65,6 +75,7 @@ TEST_CASE("reduce: sum / max / min over every set of dims of a 3-D tensor, every
 }
 
 TEST_CASE("reduce: long reductions take the sliced-row path (full sum of 1e5, column sums)", "[cuda][reduce]") {
+  manual_seed(12);
   for (ReduceOp op : kOps)
     for (DType t : kNumericTypes) {
       const Tensor flat = random_of(t, {100003});
