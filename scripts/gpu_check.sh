@@ -10,7 +10,8 @@
 # do not start there) this script builds with the device's nvcc (~4 min on 16 cores).
 # The device has no ../shared: gpu_deps.sh copies the golden LMs and the PyTorch peer into .gpudeps/.
 # Logs go to $OUT (at most 8 files come back: gpu.txt, tests.log, bench.log, memcheck.log,
-# racecheck.log, ncu.log, ncu_step.csv, gpu_build.log), else build-gpu/logs.
+# racecheck.log, ncu.log, kernel_times.md, main_job.log; a device build's log goes to gpu.txt), else
+# build-gpu/logs.
 #   device run (carry [".gpudeps"]): bash scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -64,7 +65,7 @@ else
     step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DTAPEGRAD_NATIVE=OFF -DTAPEGRAD_BENCH=ON
     step build 330 cmake --build build-gpu --target tapegrad_cuda_tests bench_train -j16
-  } 2>&1 | tee "$out/gpu_build.log" | tail -20
+  } 2>&1 | tee -a "$out/gpu.txt" | tail -20
   t=build-gpu/tests/tapegrad_cuda_tests; b=build-gpu/bench/bench_train
 fi
 
@@ -94,17 +95,32 @@ step memcheck 90 compute-sanitizer --tool memcheck --leak-check full --error-exi
     "attention: head sizes*"
 } 2>&1 | tee "$out/racecheck.log" | grep -E "^== |RACECHECK SUMMARY|test cases" | tail -8
 
-# 4. Nsight Compute: the attention kernels at gpt2s shapes (speed of light, occupancy), then the time
-#    of every kernel of one gpt2s training step (bench/kernel_times.py sums them per kernel name).
+# 4. Nsight Compute: the attention kernels at gpt2s shapes (the last layer's forward, then its dK/dV
+#    and dQ: speed of light, occupancy), then the time of every kernel of one gpt2s TF32 training step
+#    (bench/kernel_times.py sums them per kernel name).
 step "ncu attention" 60 ncu --clock-control none -k "regex:forward_kernel|key_grad_kernel|query_grad_kernel" \
-  --launch-count 3 --section SpeedOfLight --section Occupancy --section LaunchStats \
+  --launch-skip 11 --launch-count 3 --section SpeedOfLight --section Occupancy --section LaunchStats \
   "$b" --device cuda --config gpt2s --steps 1 --warmup 0 > "$out/ncu.log" 2>&1
 grep -E "^== " "$out/ncu.log"
 step "ncu step" 100 ncu --clock-control none --csv --metrics gpu__time_duration.sum --print-units base \
-  "$b" --device cuda --config gpt2s --steps 1 --warmup 0 --sgemm-n 64 > "$out/ncu_step.csv" 2>&1
-[[ -f bench/kernel_times.py ]] && python3 bench/kernel_times.py "$out/ncu_step.csv" | head -25
+  "$b" --device cuda --config gpt2s --tf32 1 --steps 1 --warmup 0 --sgemm-n 64 > /tmp/ncu_step.csv 2>&1
+[[ -f bench/kernel_times.py ]] && python3 bench/kernel_times.py /tmp/ncu_step.csv > "$out/kernel_times.md"; head -25 "$out/kernel_times.md"
 
 # 5. The suite again with the SIMT matmul (the kernel the emulated device runs).
 TAPEGRAD_CUDA_MATMUL=simt step "tests (SIMT matmul)" 40 "$t" "[matmul],[ops],[train]" 2>&1 \
   | tee -a "$out/tests.log" | tail -4
+# 6. The README's main job with `train --device cuda`: tokenizer, 800 steps, then eval and generation
+#    (on the CPU) from the GPU-trained checkpoint.
+if [[ -x $bin/tapegrad ]]; then
+  tool=$bin/tapegrad; run=/tmp/tg_main_job; corpus=corpus/tinystories_head.txt
+  {
+    step "main job: tokenizer" 60 "$tool" tokenize train --input "$corpus" --vocab-size 2048 --out "$run/tokenizer"
+    step "main job: train on cuda" 120 "$tool" train --device cuda --text "$corpus" --tokenizer "$run/tokenizer" \
+      --context 128 --d-model 128 --layers 4 --heads 4 --batch-size 16 --steps 800 --lr 3e-3 --warmup-steps 50 \
+      --eval-every 100 --checkpoint-every 100 --out "$run"
+    step "main job: eval" 60 "$tool" eval --checkpoint "$run/checkpoints/best.safetensors" --text "$corpus" --held-out 0.1
+    step "main job: generate" 60 "$tool" generate --checkpoint "$run/checkpoints/best.safetensors" \
+      --prompt "Once upon a time" --max-tokens 60 --seed 1
+  } 2>&1 | tr '\r' '\n' | tee "$out/main_job.log" | grep -E "^== |loss|tok/s|Once" | tail -16
+fi
 echo "== done after ${SECONDS}s"

@@ -4,7 +4,7 @@
 # nvcc, cuBLAS and CMake but no Debian -dev packages and no network. Pass `carry: [".gpudeps"]` to the
 # device tool's run; scripts/gpu_check.sh unpacks them there.
 #   scripts/gpu_deps.sh              the packages + the PyTorch peer + the golden LMs
-#   scripts/gpu_deps.sh --prebuilt   also build tapegrad_cuda_tests and bench_train here (build-gpu/,
+#   scripts/gpu_deps.sh --prebuilt   also build tapegrad_cuda_tests, bench_train and the tool here (build-gpu/,
 #                                    sm_90, no -march=native: the device's CPU is not this one) and put
 #                                    them into .gpudeps/bin, xz-compressed, so the lease is not spent
 #                                    compiling. Only works where this machine's nvcc is the device's (13.0).
@@ -30,11 +30,12 @@ else
   echo "gpu_deps.sh: no ../shared: the benchmark runs without its peer, the golden-LM tests fail" >&2
 fi
 if [[ $prebuilt == 1 ]]; then
+  # No MPI: the device machine has no Open MPI libraries for the tool to load.
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DTAPEGRAD_NATIVE=OFF -DTAPEGRAD_BENCH=ON >/dev/null
-  cmake --build build-gpu --target tapegrad_cuda_tests bench_train
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DTAPEGRAD_NATIVE=OFF -DTAPEGRAD_BENCH=ON -DTAPEGRAD_MPI=OFF >/dev/null
+  cmake --build build-gpu --target tapegrad_cuda_tests bench_train tapegrad_tool
   mkdir -p .gpudeps/bin
-  for exe in build-gpu/tests/tapegrad_cuda_tests build-gpu/bench/bench_train; do
+  for exe in build-gpu/tests/tapegrad_cuda_tests build-gpu/bench/bench_train build-gpu/tools/tapegrad; do
     strip -o ".gpudeps/bin/$(basename $exe)" "$exe" && xz -T0 -6 ".gpudeps/bin/$(basename $exe)"
   done
   # Where those binaries look for ../shared (TAPEGRAD_SHARED_DIR): gpu_check.sh links it there.

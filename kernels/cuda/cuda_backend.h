@@ -100,6 +100,12 @@ void empty_cache();
 void release_process_resources();
 void release_cublas_handle();  // kernels/cuda/matmul.cu; part of release_process_resources()
 
+// Host→device copies through pinned staging memory (kernels/cuda/host_staging.cu, nvcc build only):
+// queues the copy and returns at once, the caller may reuse src. False (nothing done) for copies too
+// large to stage. release_host_staging() frees the staging blocks (part of release_process_resources()).
+bool copy_from_host_staged(void* dst, const void* src, size_t nbytes);
+void release_host_staging();
+
 // Host synchronisations performed so far (device→host copies, synchronize()).
 uint64_t sync_count();
 

@@ -227,6 +227,9 @@ void release_process_resources() {
   check(cudaDeviceSynchronize(), "release_process_resources");
 #endif
   release_cublas_handle();
+#if !defined(TAPEGRAD_CUDA_EMULATED)
+  release_host_staging();
+#endif
   {
     std::lock_guard<std::mutex> lock(g_record_mutex);
     if (DeviceErrorRecord* rec = g_record.exchange(nullptr)) allocator().deallocate(rec, sizeof(DeviceErrorRecord));
@@ -264,8 +267,10 @@ void CudaBackend::synchronize() {
 #else
 void CudaBackend::copy_from_host(void* dst, const void* src, size_t nbytes) {
   if (nbytes == 0) return;
-  // From pageable memory cudaMemcpyAsync returns once the source is staged, so the caller may
-  // reuse its buffer; the copy itself is ordered on the stream.
+  // Through pinned staging (never waits for the GPU; host_staging.cu). Larger copies (weights) from
+  // pageable memory: cudaMemcpyAsync returns once the source is staged by the driver, so the caller
+  // may reuse its buffer; the copy itself is ordered on the stream.
+  if (copy_from_host_staged(dst, src, nbytes)) return;
   check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream()), "copy host to device");
 }
 void CudaBackend::copy_to_host(void* dst, const void* src, size_t nbytes) {

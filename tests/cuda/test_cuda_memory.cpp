@@ -1,6 +1,9 @@
 // test_cuda_memory.cpp — the CUDA backend's memory: copies both ways and on the device, the
 // caching allocator's reuse (no driver allocation in steady state) and its counters, and the release
 // of everything the backend keeps for the process (what a leak checker would report).
+#include <algorithm>
+#include <vector>
+
 #include "tests/cuda/cuda_test_util.h"
 
 using namespace tapegrad;
@@ -53,4 +56,30 @@ TEST_CASE("memory: release_process_resources frees everything, and the backend r
   CHECK(released.allocated_bytes == 0);  // nothing of this test (or the backend) is alive
   CHECK(released.reserved_bytes == 0);
   use_backend();
+}
+
+TEST_CASE("memory: host-to-device copies may reuse their source at once, any size, many in flight", "[cuda]") {
+  // On a GPU small copies go through pinned staging blocks and return before the DMA has run: the
+  // source is overwritten right after each copy, and the device must still hold what was copied.
+  // Sizes from 1 byte past a staging block (64 KiB) to past the largest staged copy (32 MiB).
+  const size_t sizes[] = {1, 4096, (size_t(64) << 10) + 4, size_t(3) << 20, (size_t(32) << 20) + 64};
+  for (size_t bytes : sizes) {
+    INFO("bytes " << bytes);
+    const size_t n = bytes / sizeof(float) + 1;
+    std::vector<Tensor> copies;
+    std::vector<float> source(n);
+    for (int round = 0; round < 6; ++round) {
+      for (size_t i = 0; i < n; ++i) source[i] = float(round * 1000003 + i);
+      Tensor g = empty({int64_t(n)}, Options(kFloat32).device(gpu()));
+      gpu_be().copy_from_host(g.data_ptr(), source.data(), n * sizeof(float));
+      std::fill(source.begin(), source.end(), -1.0f);  // the caller reuses its buffer at once
+      copies.push_back(g);
+    }
+    for (int round = 0; round < 6; ++round) {
+      const std::vector<double> got = values(copies[size_t(round)]);
+      bool same = true;
+      for (size_t i = 0; i < n && same; ++i) same = got[i] == double(float(round * 1000003 + i));
+      CHECK(same);
+    }
+  }
 }
