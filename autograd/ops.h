@@ -7,6 +7,7 @@
 //  * dims may be negative (counted from the end);
 //  * errors are tapegrad::Error, and the message names the op and the shapes/dtypes involved.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -172,6 +173,9 @@ struct AdamWHyper {
 //   θ ← θ − lr/(1 − β1^t) · m / (√v/√(1 − β2^t) + ε). Refused under grad mode for tensors that require grad.
 void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                    const AdamWHyper& hyper, int64_t step);
+// The same for several parameters with one set of hyperparameters and one step, all on one device:
+// {param, grad, exp_avg, exp_avg_sq} each. The same bits as adamw_update_ on each; one launch on a GPU.
+void adamw_update_many_(const std::vector<std::array<Tensor, 4>>& tensors, const AdamWHyper& hyper, int64_t step);
 
 // ---- threads ----
 void set_num_threads(int n);

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/dtype.h"
 #include "kernels/shape.h"
@@ -41,6 +42,11 @@ inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 struct AdamWStep {
   double lr, beta1, beta2, eps, weight_decay;
   double bias_correction1, bias_correction2;  // 1 − β1^t, 1 − β2^t
+};
+
+// The four tensors of one parameter's AdamW update (see Backend::adamw_update_many).
+struct AdamWTensors {
+  TensorView param, grad, exp_avg, exp_avg_sq;
 };
 
 class Backend {
@@ -150,6 +156,11 @@ class Backend {
   // v ← β2 v + (1 − β2) g²; θ ← θ − lr/bc1 · m / (√v/√bc2 + ε). All four of one shape and dtype.
   virtual void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
                             const TensorView& exp_avg_sq, const AdamWStep& step) = 0;
+  // Several parameters updated with the same scalars: the same bits as adamw_update on each in turn,
+  // which is what this default does. The CUDA backend makes it one launch for all of them.
+  virtual void adamw_update_many(const std::vector<AdamWTensors>& tensors, const AdamWStep& step) {
+    for (const AdamWTensors& t : tensors) adamw_update(t.param, t.grad, t.exp_avg, t.exp_avg_sq, step);
+  }
 };
 
 // The backend of a device; throws tapegrad::Error when this build or machine has none.

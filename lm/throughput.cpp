@@ -9,13 +9,16 @@
 
 namespace tapegrad::lm {
 
-double measure_matmul_gflops(int n, int reps) {
+double measure_matmul_gflops(int n, int reps, Device device) {
   NoGradGuard no_grad;
-  const Tensor a = full({n, n}, 0.5), b = full({n, n}, 0.25);
+  const bool on_cpu = device.type == DeviceType::CPU;
+  if (n <= 0) n = on_cpu ? 512 : 4096;
+  const Tensor a = full({n, n}, 0.5).to(device), b = full({n, n}, 0.25).to(device);
   std::vector<double> t;
   for (int r = 0; r <= reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     const Tensor c = matmul(a, b);
+    if (!on_cpu) (void)c.narrow(0, 0, 1).narrow(1, 0, 1).item<double>();  // waits for the GPU
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r > 0) t.push_back(s);
   }

@@ -1,12 +1,15 @@
 // throughput.h — this machine's matrix-multiply rate, the ceiling the training progress line
-// compares its achieved GFLOP/s against (a CPU "MFU": model FLOPs / sgemm FLOPs).
+// compares its achieved GFLOP/s against (an "MFU": model FLOPs / matmul FLOPs).
 #pragma once
+
+#include "kernels/dtype.h"  // Device
 
 namespace tapegrad::lm {
 
-// Median GFLOP/s of an n×n×n float32 matmul (tapegrad's matmul: one BLAS sgemm) over `reps` runs
-// after one warm-up, at the current thread count. n = 512: 0.27 GFLOP a run, a few ms here (it runs at
-// every start of `tapegrad train`); its rate is within ~10 % of the rate of larger sizes.
-double measure_matmul_gflops(int n = 512, int reps = 3);
+// Median GFLOP/s of an n×n×n float32 matmul on `device` (on the CPU one BLAS sgemm at the current
+// thread count; on a GPU cuBLAS, or its TF32 rate when TF32 is on) over `reps` runs after one warm-up.
+// n = 0: 512 on the CPU (0.27 GFLOP a run, a few ms: it runs at every start of `tapegrad train`; within
+// ~10 % of the rate of larger sizes), 4096 on a GPU (137 GFLOP, ~3 ms; smaller sizes under-fill it).
+double measure_matmul_gflops(int n = 0, int reps = 3, Device device = Device::cpu());
 
 }  // namespace tapegrad::lm

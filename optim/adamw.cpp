@@ -1,7 +1,9 @@
 // adamw.cpp — AdamW::step, in torch.optim.AdamW's order (formulas in adamw.h, repeated below).
 #include "optim/adamw.h"
 
+#include <array>
 #include <cmath>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -24,6 +26,15 @@ void AdamW::step_reference() { update(/*fused=*/false); }
 void AdamW::update(bool fused) {
   NoGradGuard no_grad;  // in-place updates of tensors that require grad
   const double b1 = options_.beta1_, b2 = options_.beta2_, eps = options_.eps_;
+  // Fused: parameters are gathered into runs that share lr, weight decay, step and device, and each
+  // run is one adamw_update_many_ (one launch on a GPU; the same bits as one update each).
+  struct Run {
+    double lr, wd;
+    int64_t t;
+    Device device;
+    std::vector<std::array<Tensor, 4>> tensors;
+  };
+  std::vector<Run> runs;
   for_each_param_with_grad([&](size_t i, Tensor& p, const Tensor& g, const ParamGroup& group) {
     const double lr = *group.lr, wd = *group.weight_decay;
     auto& st = param_state(i);
@@ -38,7 +49,11 @@ void AdamW::update(bool fused) {
     step_t.add_(1.0);  // t ← t + 1
     const double t = step_t.item<double>();
     if (fused) {  // the same formulas in one pass over θ, g, m, v (kernels/cpu/fused_adamw.cpp)
-      adamw_update_(p, g, m, v, AdamWHyper{lr, b1, b2, eps, wd}, static_cast<int64_t>(t));
+      const int64_t step = static_cast<int64_t>(t);
+      if (runs.empty() || runs.back().lr != lr || runs.back().wd != wd || runs.back().t != step ||
+          runs.back().device != p.device())
+        runs.push_back({lr, wd, step, p.device(), {}});
+      runs.back().tensors.push_back({p, g, m, v});
       return;
     }
     if (lr * wd != 0.0) p.mul_(1.0 - lr * wd);  // θ ← θ·(1 − lr·λ)   (decay first, as torch)
@@ -50,6 +65,7 @@ void AdamW::update(bool fused) {
     Tensor denom = sqrt(v) / std::sqrt(bias_correction2) + eps;  // √v/√(1 − β2^t) + ε
     p.add_(m / denom, -step_size);                               // θ ← θ − lr/(1 − β1^t) · m / denom
   });
+  for (const Run& r : runs) adamw_update_many_(r.tensors, AdamWHyper{r.lr, b1, b2, eps, r.wd}, r.t);
 }
 
 void AdamW::validate_state(size_t i, const Tensor& param, const std::map<std::string, Tensor>& state) const {

@@ -316,13 +316,14 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
     data::save_hf_tokenizer_json(*bpe, (std::filesystem::path(out) / "tokenizer.json").string());
 
   const double flops = lm::flops_per_token(trainer.model().config);
-  const double sgemm = lm::measure_matmul_gflops();
+  const Device device = o.device;
+  const double sgemm = lm::measure_matmul_gflops(0, 3, device);  // the ceiling on the training device
   const nn::TransformerLMConfig& mc = trainer.model().config;
   fmt::print("model: {} parameters (V {} T {} C {} L {} H {} Hkv {} F {}), {:.2f} MFLOP/token; batch {}×{}×{} = {} "
-             "tokens/step, {} steps; sgemm {:.1f} GFLOP/s on {} threads\n",
+             "tokens/step, {} steps; sgemm {:.1f} GFLOP/s on {}\n",
              trainer.model().num_parameters(), mc.vocab_size, mc.context_length, mc.d_model, mc.n_layers, mc.n_heads,
              mc.n_kv_heads, mc.d_ff, flops / 1e6, o.batch_size, o.grad_accum, mc.context_length, tokens_per_step,
-             o.steps, sgemm, threads);
+             o.steps, sgemm, device.type == DeviceType::CPU ? fmt::format("{} threads", threads) : device.str());
 
   install_stop_signals();
   ProgressLine progress(flops, sgemm, print_every > 0 ? print_every : std::max<int64_t>(1, o.steps / 50));

@@ -1,6 +1,7 @@
 // optimizer_kernels.cpp — in-place parameter updates for optim/, one fused kernel each; never recorded
 // on the tape (an optimizer step is not differentiated). optim/ reaches the backend only through here.
 #include <cmath>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops/op_util.h"
@@ -10,9 +11,11 @@ namespace tapegrad {
 using detail::backend_of;
 using detail::kview;
 
-void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                   const AdamWHyper& h, int64_t step) {
-  const char* op = "adamw_update_";
+namespace {
+
+// The checks of one parameter's update (op names the caller).
+void check_adamw_tensors(const char* op, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                         const Tensor& exp_avg_sq) {
   for (const Tensor* t : {&param, &grad, &exp_avg, &exp_avg_sq}) {
     detail::check_defined(op, *t);
     detail::check_same_device(op, param, *t);
@@ -25,12 +28,39 @@ void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_av
     TG_CHECK(!(GradMode::enabled() && t->requires_grad()),
              "{}: in-place update of a tensor of shape {} that requires grad; run it under NoGradGuard", op,
              t->shape());
+}
+
+kernels::AdamWStep step_scalars(const char* op, const AdamWHyper& h, int64_t step) {
   TG_CHECK(step >= 1, "{}: step must be ≥ 1, got {}", op, step);
   const double t = static_cast<double>(step);
-  const kernels::AdamWStep s{h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, 1.0 - std::pow(h.beta1, t),
-                             1.0 - std::pow(h.beta2, t)};
+  return {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, 1.0 - std::pow(h.beta1, t), 1.0 - std::pow(h.beta2, t)};
+}
+
+}  // namespace
+
+void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                   const AdamWHyper& h, int64_t step) {
+  const char* op = "adamw_update_";
+  check_adamw_tensors(op, param, grad, exp_avg, exp_avg_sq);
+  const kernels::AdamWStep s = step_scalars(op, h, step);
   backend_of(param).adamw_update(kview(param), kview(grad), kview(exp_avg), kview(exp_avg_sq), s);
   for (const Tensor* x : {&param, &exp_avg, &exp_avg_sq}) x->storage()->bump_version();
+}
+
+void adamw_update_many_(const std::vector<std::array<Tensor, 4>>& tensors, const AdamWHyper& h, int64_t step) {
+  const char* op = "adamw_update_many_";
+  if (tensors.empty()) return;
+  std::vector<kernels::AdamWTensors> views;
+  views.reserve(tensors.size());
+  for (const auto& [param, grad, exp_avg, exp_avg_sq] : tensors) {
+    check_adamw_tensors(op, param, grad, exp_avg, exp_avg_sq);
+    detail::check_same_device(op, tensors.front()[0], param);
+    views.push_back({kview(param), kview(grad), kview(exp_avg), kview(exp_avg_sq)});
+  }
+  const kernels::AdamWStep s = step_scalars(op, h, step);
+  backend_of(tensors.front()[0]).adamw_update_many(views, s);
+  for (const auto& t : tensors)
+    for (int i : {0, 2, 3}) t[size_t(i)].storage()->bump_version();
 }
 
 }  // namespace tapegrad

@@ -71,6 +71,7 @@ class CudaBackend final : public Backend {
                                  double scale) override;
   void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
                     const TensorView& exp_avg_sq, const AdamWStep& step) override;
+  void adamw_update_many(const std::vector<AdamWTensors>& tensors, const AdamWStep& step) override;
 
  private:
   int index_;

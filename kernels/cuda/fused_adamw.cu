@@ -9,7 +9,12 @@
 // are IEEE correctly rounded in both, so the result is bit-identical to the CPU's.
 // Elementwise: one thread per element, grid-stride loop, 256-thread blocks; all four tensors
 // contiguous (the usual case) index directly, otherwise through an Indexer<4>.
+// Many parameters at once (adamw_update_many, what optim::AdamW::step calls): one launch for all of
+// them. Each parameter is cut into chunks of kChunk elements, one block per chunk; a table of the
+// parameters (pointers, size, first chunk) is copied to the device (staged, asynchronous) and each
+// block finds its parameter by binary search. The same adamw_element, so the same bits.
 #include <cmath>
+#include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/indexer.h"
@@ -59,11 +64,37 @@ __global__ void adamw_strided_kernel(T* param, const T* grad, T* exp_avg, T* exp
   }
 }
 
+// One parameter in the table of adamw_many_kernel: its four contiguous tensors, n elements, and the
+// index of its first chunk (chunks of all earlier parameters come first).
 template <class T>
-void adamw_typed(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
-                 const TensorView& exp_avg_sq, const AdamWStep& st) {
-  const int64_t n = param.numel();
-  if (n == 0) return;
+struct AdamWSlot {
+  T* param;
+  const T* grad;
+  T* exp_avg;
+  T* exp_avg_sq;
+  int64_t n, first_chunk;
+};
+constexpr int64_t kChunk = 16384;  // elements per block: 64 per thread
+
+template <class T>
+__global__ void adamw_many_kernel(const AdamWSlot<T>* slots, int n_slots, AdamWScalars<T> s) {
+  const int64_t chunk = blockIdx.x;
+  int lo = 0, hi = n_slots - 1;  // the last slot whose first chunk is ≤ this one
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (slots[mid].first_chunk <= chunk)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const AdamWSlot<T> t = slots[lo];
+  const int64_t begin = (chunk - t.first_chunk) * kChunk, end = begin + kChunk < t.n ? begin + kChunk : t.n;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    adamw_element(s, t.param[i], t.grad[i], t.exp_avg[i], t.exp_avg_sq[i]);
+}
+
+template <class T>
+AdamWScalars<T> scalars_of(const AdamWStep& st) {
   AdamWScalars<T> s;
   s.keep = st.lr * st.weight_decay != 0.0 ? T(1.0 - st.lr * st.weight_decay) : T(1);  // p·1 is exact
   s.beta1 = T(st.beta1);
@@ -73,6 +104,44 @@ void adamw_typed(const TensorView& param, const TensorView& grad, const TensorVi
   s.step_size = T(st.lr / st.bias_correction1);
   s.sqrt_bc2 = T(std::sqrt(st.bias_correction2));
   s.eps = T(st.eps);
+  return s;
+}
+
+// All of `tensors` (contiguous, dtype T) in one launch.
+template <class T>
+void adamw_many_typed(CudaBackend& backend, const std::vector<AdamWTensors>& tensors, const AdamWStep& st) {
+  std::vector<AdamWSlot<T>> slots;
+  int64_t chunks = 0;
+  for (const AdamWTensors& t : tensors) {
+    const int64_t n = t.param.numel();
+    if (n == 0) continue;
+    slots.push_back({static_cast<T*>(t.param.data), static_cast<const T*>(t.grad.data), static_cast<T*>(t.exp_avg.data),
+                     static_cast<T*>(t.exp_avg_sq.data), n, chunks});
+    chunks += (n + kChunk - 1) / kChunk;
+  }
+  if (slots.empty()) return;
+  TG_CHECK(chunks <= int64_t(0x7fffffff) && slots.size() <= size_t(0x7fffffff),
+           "adamw_update_many: {} chunks of {} parameters are too many for one launch", chunks, slots.size());
+  // The table lives in a device block freed right after the launch: later users of the block are
+  // ordered after the kernel on the one stream.
+  const size_t bytes = slots.size() * sizeof(AdamWSlot<T>);
+  struct Table {
+    CudaBackend& backend;
+    void* p;
+    size_t bytes;
+    ~Table() { backend.deallocate(p, bytes); }
+  } table{backend, backend.allocate(bytes), bytes};
+  backend.copy_from_host(table.p, slots.data(), bytes);
+  launch(adamw_many_kernel<T>, dim3(unsigned(chunks)), dim3(kThreads), 0, static_cast<const AdamWSlot<T>*>(table.p),
+         int(slots.size()), scalars_of<T>(st));
+}
+
+template <class T>
+void adamw_typed(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
+                 const TensorView& exp_avg_sq, const AdamWStep& st) {
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  const AdamWScalars<T> s = scalars_of<T>(st);
   T* p = static_cast<T*>(param.data);
   const T* g = static_cast<const T*>(grad.data);
   T* m = static_cast<T*>(exp_avg.data);
@@ -100,6 +169,26 @@ void CudaBackend::adamw_update(const TensorView& param, const TensorView& grad, 
     default:
       throw Error(fmt::format("adamw_update: dtype {} is not supported (float32 or float64 expected)", param.dtype));
   }
+}
+
+}  // namespace tapegrad::kernels::cuda
+
+namespace tapegrad::kernels::cuda {
+
+void CudaBackend::adamw_update_many(const std::vector<AdamWTensors>& tensors, const AdamWStep& step) {
+  // One launch when every tensor is contiguous and all share one float dtype; else one each.
+  bool one_launch = !tensors.empty();
+  for (const AdamWTensors& t : tensors) {
+    for (const TensorView* v : {&t.grad, &t.exp_avg, &t.exp_avg_sq})
+      TG_CHECK(v->shape == t.param.shape && v->dtype == t.param.dtype,
+               "adamw_update: tensors must match the parameter {} {}, got {} {}", t.param.dtype, t.param.shape,
+               v->dtype, v->shape);
+    one_launch = one_launch && t.param.dtype == tensors.front().param.dtype && t.param.is_contiguous() &&
+                 t.grad.is_contiguous() && t.exp_avg.is_contiguous() && t.exp_avg_sq.is_contiguous();
+  }
+  if (one_launch && tensors.front().param.dtype == DType::Float32) return adamw_many_typed<float>(*this, tensors, step);
+  if (one_launch && tensors.front().param.dtype == DType::Float64) return adamw_many_typed<double>(*this, tensors, step);
+  for (const AdamWTensors& t : tensors) adamw_update(t.param, t.grad, t.exp_avg, t.exp_avg_sq, step);
 }
 
 }  // namespace tapegrad::kernels::cuda

@@ -1,10 +1,12 @@
-// test_cuda_adamw.cpp — CudaBackend::adamw_update against the CPU backend over several steps,
-// float32 and float64, with and without weight decay, contiguous and strided tensors.
+// test_cuda_adamw.cpp — CudaBackend::adamw_update and adamw_update_many (all parameters in one
+// launch) against the CPU backend over several steps, float32 and float64, with and without weight
+// decay, contiguous and strided tensors.
 //
 // Both kernels round every operation on its own in the same order (no FMA contraction: see
 // kernels/CMakeLists.txt) and √ and ÷ are correctly rounded on both, so the results must be
 // bit-identical, not merely close: the comparisons are exact.
 #include <cmath>
+#include <vector>
 
 #include "tests/cuda/cuda_test_util.h"
 
@@ -74,4 +76,45 @@ TEST_CASE("adamw: an empty parameter, bad dtypes and shapes", "[cuda][adamw]") {
   CHECK_THROWS_WITH(gpu_be().adamw_update(view(a), view(b), view(a), view(a), s), Catch::Contains("adamw_update"));
   const Tensor d = on_cuda(zeros({4}, Options(kFloat64)));
   CHECK_THROWS_WITH(gpu_be().adamw_update(view(a), view(a), view(d), view(a), s), Catch::Contains("adamw_update"));
+}
+
+TEST_CASE("adamw: many parameters in one launch match the CPU bit for bit", "[cuda][adamw]") {
+  // Sizes around the kernel's 16384-element chunks, an empty one among them; every tensor contiguous
+  // (one launch), then the same with one transposed parameter (one launch each, the fallback).
+  manual_seed(77);
+  const std::vector<Shape> shapes = {{1000}, {0, 3}, {16384}, {16385}, {3, 40000}, {1}, {128, 128}};
+  for (DType dt : {kFloat32, kFloat64})
+    for (bool one_strided : {false, true}) {
+      INFO(fmt::format("{}{}", dt, one_strided ? " with a transposed parameter" : ""));
+      std::vector<State> cpu, gpu;
+      for (const Shape& s : shapes) {
+        const Tensor p0 = randn(s, Options(dt)), m0 = randn(s, Options(dt)) * 0.1, v0 = rand(s, Options(dt)) * 0.01;
+        cpu.push_back({p0.clone(), m0.clone(), v0.clone()});
+        gpu.push_back({on_cuda(p0), on_cuda(m0), on_cuda(v0)});
+      }
+      for (int t = 1; t <= 3; ++t) {
+        std::vector<kernels::AdamWTensors> on_cpu, on_gpu;
+        std::vector<Tensor> grads;  // alive until the updates ran (views do not own their data)
+        for (size_t i = 0; i < shapes.size(); ++i) {
+          const bool transpose = one_strided && i == 4;
+          auto as_view = [&](const Tensor& x) { return transpose ? x.transpose(0, 1) : x; };
+          const Tensor g = randn(shapes[i], Options(dt)), g_gpu = on_cuda(g);
+          grads.push_back(g);
+          grads.push_back(g_gpu);
+          on_cpu.push_back({view(as_view(cpu[i].param)), view(as_view(g)), view(as_view(cpu[i].exp_avg)),
+                            view(as_view(cpu[i].exp_avg_sq))});
+          on_gpu.push_back({view(as_view(gpu[i].param)), view(as_view(g_gpu)), view(as_view(gpu[i].exp_avg)),
+                            view(as_view(gpu[i].exp_avg_sq))});
+        }
+        const kernels::AdamWStep s = step_at(t, 1e-2, 0.1);
+        cpu_be().adamw_update_many(on_cpu, s);
+        gpu_be().adamw_update_many(on_gpu, s);
+      }
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        INFO(fmt::format("parameter {} {}", i, shapes[i]));
+        expect_close(cpu[i].param, gpu[i].param, 0.0, 0.0, "param");
+        expect_close(cpu[i].exp_avg, gpu[i].exp_avg, 0.0, 0.0, "exp_avg");
+        expect_close(cpu[i].exp_avg_sq, gpu[i].exp_avg_sq, 0.0, 0.0, "exp_avg_sq");
+      }
+    }
 }
