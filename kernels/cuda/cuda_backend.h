@@ -80,6 +80,29 @@ class CudaBackend final : public Backend {
 // The backend of GPU `index`; throws tapegrad::Error when there is no such device.
 CudaBackend& cuda_backend(int index);
 
+// A temporary device buffer of one backend call, from the backend's caching allocator (no
+// cudaMalloc in steady state), returned to it when the call ends. Work queued on the stream
+// before that still sees valid memory: a later user of the block is ordered after it.
+class ScratchBuffer {
+ public:
+  ScratchBuffer(Backend& backend, size_t nbytes)
+      : backend_(backend), nbytes_(nbytes), data_(nbytes > 0 ? backend.allocate(nbytes) : nullptr) {}
+  ~ScratchBuffer() {
+    if (data_ != nullptr) backend_.deallocate(data_, nbytes_);
+  }
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  Backend& backend_;
+  size_t nbytes_;
+  void* data_;
+};
+
 // Number of devices this process sees (0 without a GPU; 1 in the emulated build).
 int device_count();
 // True in the emulated build (HIP-CPU on the host), false under nvcc.

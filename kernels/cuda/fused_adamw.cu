@@ -125,14 +125,9 @@ void adamw_many_typed(CudaBackend& backend, const std::vector<AdamWTensors>& ten
   // The table lives in a device block freed right after the launch: later users of the block are
   // ordered after the kernel on the one stream.
   const size_t bytes = slots.size() * sizeof(AdamWSlot<T>);
-  struct Table {
-    CudaBackend& backend;
-    void* p;
-    size_t bytes;
-    ~Table() { backend.deallocate(p, bytes); }
-  } table{backend, backend.allocate(bytes), bytes};
-  backend.copy_from_host(table.p, slots.data(), bytes);
-  launch(adamw_many_kernel<T>, dim3(unsigned(chunks)), dim3(kThreads), 0, static_cast<const AdamWSlot<T>*>(table.p),
+  const ScratchBuffer table(backend, bytes);
+  backend.copy_from_host(table.as<void>(), slots.data(), bytes);
+  launch(adamw_many_kernel<T>, dim3(unsigned(chunks)), dim3(kThreads), 0, table.as<const AdamWSlot<T>>(),
          int(slots.size()), scalars_of<T>(st));
 }
 

@@ -776,15 +776,10 @@ void run_backward(CudaBackend& backend, const TensorView& grad_q, const TensorVi
   const T s = static_cast<T>(scale);
   // Δ [B, H, T] = rowwise dO·O, from the caching allocator (freed after the launches: stream order)
   const size_t delta_bytes = sizeof(T) * size_t(B) * size_t(n.H) * size_t(n.T);
-  struct Buffer {
-    CudaBackend& backend;
-    void* p;
-    size_t bytes;
-    ~Buffer() { backend.deallocate(p, bytes); }
-  } buffer{backend, backend.allocate(delta_bytes), delta_bytes};
-  const T* delta = static_cast<const T*>(buffer.p);
+  const ScratchBuffer buffer(backend, delta_bytes);
+  const T* delta = buffer.as<const T>();
   const int64_t rows = int64_t(B) * n.H * n.T;
-  launch(&delta_kernel<T>, dim3(blocks_for(rows, kWarps)), dim3(kThreads), 0, static_cast<T*>(buffer.p),
+  launch(&delta_kernel<T>, dim3(blocks_for(rows, kWarps)), dim3(kThreads), 0, buffer.as<T>(),
          heads_of<const T>(grad_out), heads_of<const T>(out), B, n);
 
   const unsigned kv_heads = unsigned(B * n.Hkv), heads = unsigned(B * n.H);

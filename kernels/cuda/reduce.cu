@@ -200,13 +200,8 @@ void reduce_rows(CudaBackend& be, const TensorView& in, const bool* reduced, con
   // Partial results [slices, n_out] from the caching allocator, freed once the work is queued
   // (stream order: the next user of the block runs after these kernels).
   const size_t bytes = static_cast<size_t>(slices * g.n_out) * sizeof(Acc);
-  struct Temp {
-    CudaBackend& be;
-    void* p;
-    size_t n;
-    ~Temp() { be.deallocate(p, n); }
-  } partial{be, be.allocate(bytes), bytes};
-  Acc* partial_acc = static_cast<Acc*>(partial.p);
+  const ScratchBuffer partial(be, bytes);
+  Acc* partial_acc = partial.as<Acc>();
   launch(reduce_rows_kernel<T, R>, grid, kRowThreads, 0, g, static_cast<const T*>(in.data), out_values, out_indices,
          partial_acc);
   launch(reduce_slices_kernel<T, R>, blocks_for(g.n_out, kRowThreads), kRowThreads, 0, g.kept, g.n_out,

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_backend.h"  // ScratchBuffer
 #include "kernels/cuda/runtime.h"
 
 namespace tapegrad::kernels::cuda {
@@ -58,28 +59,5 @@ inline int threads_for_row(int64_t n, int max_threads) {
   const int64_t t = (n + 31) / 32 * 32;
   return static_cast<int>(t < 32 ? 32 : (t > max_threads ? max_threads : t));
 }
-
-// A temporary device buffer of one backend call, from the backend's caching allocator (no
-// cudaMalloc in steady state), returned to it when the call ends. Work queued on the stream
-// before that still sees valid memory: a later user of the block is ordered after it.
-class ScratchBuffer {
- public:
-  ScratchBuffer(Backend& backend, size_t nbytes)
-      : backend_(backend), nbytes_(nbytes), data_(nbytes > 0 ? backend.allocate(nbytes) : nullptr) {}
-  ~ScratchBuffer() {
-    if (data_ != nullptr) backend_.deallocate(data_, nbytes_);
-  }
-  ScratchBuffer(const ScratchBuffer&) = delete;
-  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-
- private:
-  Backend& backend_;
-  size_t nbytes_;
-  void* data_;
-};
 
 }  // namespace tapegrad::kernels::cuda

@@ -113,34 +113,37 @@ __device__ inline void report_bad_index(DeviceErrorRecord* rec, DeviceErrorCode 
 
 // ---- device-side helpers ----
 
-// Sum / max over the 32 lanes of a warp; every lane gets the result. Call uniformly (see above).
+// Sum / max over each aligned group of `Lanes` lanes (32: the warp; 16: lanes 0–15 and 16–31), by an
+// XOR butterfly: masks below Lanes never leave the group, on a GPU and in HIP-CPU's 64-wide warps
+// alike, and every lane gets the result. Call uniformly (see above).
+template <int Lanes, class T>
+__device__ inline T lanes_sum(T v) {
+  for (int m = Lanes / 2; m > 0; m >>= 1) v += TG_SHFL_XOR(v, m);
+  return v;
+}
+template <int Lanes, class T>
+__device__ inline T lanes_max(T v) {
+  for (int m = Lanes / 2; m > 0; m >>= 1) {
+    const T o = TG_SHFL_XOR(v, m);
+    v = o > v ? o : v;
+  }
+  return v;
+}
 template <class T>
 __device__ inline T warp_sum(T v) {
-  for (int m = 16; m > 0; m >>= 1) v += TG_SHFL_XOR(v, m);
-  return v;
+  return lanes_sum<32>(v);
 }
 template <class T>
 __device__ inline T warp_max(T v) {
-  for (int m = 16; m > 0; m >>= 1) {
-    const T o = TG_SHFL_XOR(v, m);
-    v = o > v ? o : v;
-  }
-  return v;
+  return lanes_max<32>(v);
 }
-// The same over each aligned group of 16 lanes (lanes 0–15, 16–31): XOR masks below 16 never leave
-// the group, on a GPU and in HIP-CPU's 64-wide warps alike. Call uniformly.
 template <class T>
 __device__ inline T group16_sum(T v) {
-  for (int m = 8; m > 0; m >>= 1) v += TG_SHFL_XOR(v, m);
-  return v;
+  return lanes_sum<16>(v);
 }
 template <class T>
 __device__ inline T group16_max(T v) {
-  for (int m = 8; m > 0; m >>= 1) {
-    const T o = TG_SHFL_XOR(v, m);
-    v = o > v ? o : v;
-  }
-  return v;
+  return lanes_max<16>(v);
 }
 
 // Sum over the block (blockDim.x threads, a multiple of 32); every thread gets the result.
