@@ -7,7 +7,8 @@
 //
 // On the GPU (--device cuda, a build with the CUDA backend) the model, optimizer state and batches live
 // on cuda:0, each phase ends with a synchronisation so its time is the GPU's, the ceiling is our own
-// n×n×n float32 matmul on the device (cuBLAS), peak GPU memory is the caching allocator's, and --tf32 1 lets cuBLAS use TF32 tensor cores for float32 matmuls (the twin of
+// n×n×n float32 matmul on the device (cuBLAS; lm::measure_matmul_gflops), peak GPU memory is the caching
+// allocator's, and --tf32 1 lets cuBLAS use TF32 tensor cores for float32 matmuls (the twin of
 // torch_lm_modern.py's fp32 / tf32 modes; configs tinyB64 and gpt2s are its GPU configs).
 //
 // Model: token embedding → L × [RMSNorm → causal MHA with RoPE → residual; RMSNorm → SwiGLU →
@@ -36,6 +37,7 @@
 #if defined(TAPEGRAD_HAS_CUDA_BACKEND)
 #include "kernels/cuda/cuda_backend.h"
 #endif
+#include "lm/throughput.h"
 #include "nn/loss.h"
 #include "nn/transformer_lm.h"
 #include "optim/adamw.h"
@@ -75,21 +77,6 @@ double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
-
-// Median GFLOP/s of a float32 n×n×n matmul through the Tensor API on `device` (on the GPU: cuBLAS)
-// over 10 runs after one warm-up; each run ends with a synchronisation.
-double device_matmul_gflops(int n, const Device& device, kernels::Backend& be, Generator* gen) {
-  const Tensor a = randn({n, n}, Options(kFloat32), gen).to(device), b = randn({n, n}, Options(kFloat32), gen).to(device);
-  std::vector<double> gf;
-  for (int r = 0; r < 11; ++r) {
-    be.synchronize();
-    const auto t0 = Clock::now();
-    const Tensor c = matmul(a, b);
-    be.synchronize();
-    if (r > 0) gf.push_back(2.0 * n * n * double(n) / seconds_since(t0) / 1e9);
-  }
-  return median(gf);
 }
 
 // Median GFLOP/s of cblas_sgemm n×n×n (row-major, NN) over `reps` runs after one warm-up.
@@ -198,7 +185,7 @@ int main(int argc, char** argv) {
 #endif
     // The ceiling: on the CPU raw cblas_sgemm; on the GPU our own float32 matmul (cuBLAS, with the same
     // TF32 setting as the step) of n×n by n×n, timed after training.
-    const double ceiling = gpu ? device_matmul_gflops(sgemm_n, device, be, &gen) : sgemm_gflops(sgemm_n, 5);
+    const double ceiling = gpu ? lm::measure_matmul_gflops(sgemm_n, 10, device) : sgemm_gflops(sgemm_n, 5);
     std::printf("step time: median %.1f ms (min %.1f, max %.1f) over %d steps after %d warm-up\n", med * 1e3,
                 *std::min_element(t_step.begin(), t_step.end()) * 1e3,
                 *std::max_element(t_step.begin(), t_step.end()) * 1e3, steps, warmup);

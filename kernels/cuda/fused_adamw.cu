@@ -150,14 +150,19 @@ void adamw_typed(const TensorView& param, const TensorView& grad, const TensorVi
   }
 }
 
-}  // namespace
-
-void CudaBackend::adamw_update(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
-                               const TensorView& exp_avg_sq, const AdamWStep& step) {
+void check_matching(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
+                    const TensorView& exp_avg_sq) {
   for (const TensorView* t : {&grad, &exp_avg, &exp_avg_sq})
     TG_CHECK(t->shape == param.shape && t->dtype == param.dtype,
              "adamw_update: tensors must match the parameter {} {}, got {} {}", param.dtype, param.shape, t->dtype,
              t->shape);
+}
+
+}  // namespace
+
+void CudaBackend::adamw_update(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
+                               const TensorView& exp_avg_sq, const AdamWStep& step) {
+  check_matching(param, grad, exp_avg, exp_avg_sq);
   switch (param.dtype) {
     case DType::Float32: return adamw_typed<float>(param, grad, exp_avg, exp_avg_sq, step);
     case DType::Float64: return adamw_typed<double>(param, grad, exp_avg, exp_avg_sq, step);
@@ -166,18 +171,11 @@ void CudaBackend::adamw_update(const TensorView& param, const TensorView& grad, 
   }
 }
 
-}  // namespace tapegrad::kernels::cuda
-
-namespace tapegrad::kernels::cuda {
-
 void CudaBackend::adamw_update_many(const std::vector<AdamWTensors>& tensors, const AdamWStep& step) {
   // One launch when every tensor is contiguous and all share one float dtype; else one each.
   bool one_launch = !tensors.empty();
   for (const AdamWTensors& t : tensors) {
-    for (const TensorView* v : {&t.grad, &t.exp_avg, &t.exp_avg_sq})
-      TG_CHECK(v->shape == t.param.shape && v->dtype == t.param.dtype,
-               "adamw_update: tensors must match the parameter {} {}, got {} {}", t.param.dtype, t.param.shape,
-               v->dtype, v->shape);
+    check_matching(t.param, t.grad, t.exp_avg, t.exp_avg_sq);
     one_launch = one_launch && t.param.dtype == tensors.front().param.dtype && t.param.is_contiguous() &&
                  t.grad.is_contiguous() && t.exp_avg.is_contiguous() && t.exp_avg_sq.is_contiguous();
   }

@@ -273,26 +273,6 @@ BlasLayout blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   return {};
 }
 
-// A scratch buffer from the caching allocator, given back when it goes out of scope (the stream
-// orders the kernels that still use it before any later reuse).
-class Scratch {
- public:
-  // 0 bytes: no buffer
-  Scratch(Backend& backend, size_t nbytes)
-      : backend_(backend), nbytes_(nbytes), data_(nbytes > 0 ? backend.allocate(nbytes) : nullptr) {}
-  ~Scratch() {
-    if (data_ != nullptr) backend_.deallocate(data_, nbytes_);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  void* data() const { return data_; }
-
- private:
-  Backend& backend_;
-  size_t nbytes_;
-  void* data_;
-};
-
 // dst[i] = src[i] for every element i of one shape (each operand with its own strides).
 template <class T>
 __global__ void strided_copy_kernel(T* dst, const T* src, Indexer<2> ix, int64_t n) {
@@ -327,9 +307,9 @@ Shape with_matrix(const Shape& batch, int64_t rs, int64_t cs) {
 
 // An operand packed into a contiguous [batch..., rows, cols] buffer.
 template <class T>
-Operand<const T> pack(Scratch& buf, const Operand<const T>& in, const Shape& batch, int64_t rows, int64_t cols) {
+Operand<const T> pack(ScratchBuffer& buf, const Operand<const T>& in, const Shape& batch, int64_t rows, int64_t cols) {
   const Shape shape = with_matrix(batch, rows, cols), dense = contiguous_strides(shape);
-  T* dst = static_cast<T*>(buf.data());
+  T* dst = buf.as<T>();
   copy_matrices<T>(dst, dense, in.data, with_matrix(in.batch_strides, in.rs, in.cs), shape);
   return {dst, cols, 1, Shape(dense.begin(), dense.end() - 2)};
 }
@@ -351,7 +331,7 @@ bool cublas_matmul(CudaBackend& backend, Operand<T> out, Operand<const T> a, Ope
   const size_t a_bytes = la.direct ? 0 : static_cast<size_t>(n_batch * M * K) * es;
   const size_t b_bytes = lb.direct ? 0 : static_cast<size_t>(n_batch * K * N) * es;
   const size_t c_bytes = lo.direct ? 0 : static_cast<size_t>(n_batch * M * N) * es;
-  Scratch a_buf(backend, a_bytes), b_buf(backend, b_bytes), c_buf(backend, c_bytes);
+  ScratchBuffer a_buf(backend, a_bytes), b_buf(backend, b_bytes), c_buf(backend, c_bytes);
   if (!la.direct) {
     a = pack<T>(a_buf, a, batch, M, K);
     la = {true, false, K};
@@ -363,7 +343,7 @@ bool cublas_matmul(CudaBackend& backend, Operand<T> out, Operand<const T> a, Ope
   const Operand<T> final_out = out;
   if (!lo.direct) {  // compute into a dense [batch..., M, N] buffer, unpack after
     const Shape dense = contiguous_strides(with_matrix(batch, M, N));
-    T* c = static_cast<T*>(c_buf.data());
+    T* c = c_buf.as<T>();
     if (accumulate)
       copy_matrices<T>(c, dense, out.data, with_matrix(out.batch_strides, out.rs, out.cs), with_matrix(batch, M, N));
     out = {c, N, 1, Shape(dense.begin(), dense.end() - 2)};
