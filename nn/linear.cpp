@@ -3,21 +3,41 @@
 
 #include <cmath>
 
+#include "autograd/int8_ops.h"
+
 namespace tapegrad::nn {
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias, DType dtype, Generator* gen)
     : in_features(in), out_features(out) {
   TG_CHECK(in > 0 && out > 0, "Linear: sizes must be positive, got in {} out {}", in, out);
   const double std = std::sqrt(2.0 / static_cast<double>(in + out));
-  weight = register_parameter("weight", trunc_normal({out, in}, 0.0, std, -3 * std, 3 * std, dtype, gen));
+  weight = register_parameter("weight", SkipParameterInitGuard::active()
+                                            ? empty({out, in}, dtype)
+                                            : trunc_normal({out, in}, 0.0, std, -3 * std, 3 * std, dtype, gen));
   if (with_bias) bias = register_parameter("bias", zeros({out}, dtype));
 }
 
 Tensor Linear::forward(const Tensor& x) const {
   TG_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: input {} must end in in_features = {}", x.shape(),
            in_features);
-  Tensor y = matmul(x, weight.t());  // [..., in] @ [in, out] → [..., out]
+  Tensor y = int8_weight ? int8_linear(x, *int8_weight)  // [..., in] → [..., out], int8 groups
+                         : matmul(x, weight.t());         // [..., in] @ [in, out] → [..., out]
   return bias.defined() ? y + bias : y;
+}
+
+void Linear::quantize_int8(int64_t group) {
+  TG_CHECK(weight.defined(), "Linear::quantize_int8: the weight is already int8");
+  const Tensor w = weight.detach().to(kCPU).to(kFloat32).contiguous();
+  set_int8_weight(kernels::quantize_int8(w.data<float>(), out_features, in_features, group));
+}
+
+void Linear::set_int8_weight(kernels::Int8Matrix w) {
+  kernels::check_int8_matrix(w, "Linear");
+  TG_CHECK(w.rows == out_features && w.cols == in_features, "Linear: an int8 weight [{}, {}] for a Linear [{}, {}]",
+           w.rows, w.cols, out_features, in_features);
+  int8_weight = std::make_shared<const kernels::Int8Matrix>(std::move(w));
+  release_parameter("weight");
+  weight = Tensor();
 }
 
 }  // namespace tapegrad::nn

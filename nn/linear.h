@@ -1,6 +1,13 @@
 // linear.h — Linear: y = x Wᵀ (+ b), W stored [out, in] (PyTorch / CS336 layout).
 // Init (CS336): W ~ N(0, σ²) truncated at ±3σ with σ = sqrt(2 / (in + out)); b = 0.
+//
+// Inference with int8 weights (kernels/int8.h, Q8_0): quantize_int8(group) replaces `weight` by
+// `int8_weight` (the float parameter is released: the module then has no parameters and forward
+// runs int8_linear, without a tape); set_int8_weight installs one that was loaded from a file.
 #pragma once
+#include <memory>
+
+#include "kernels/int8.h"
 #include "nn/module.h"
 
 namespace tapegrad::nn {
@@ -13,8 +20,12 @@ class Linear : public Module {
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
 
+  void quantize_int8(int64_t group);
+  void set_int8_weight(kernels::Int8Matrix w);  // must be [out, in]
+
   int64_t in_features, out_features;
-  Tensor weight;  // [out, in]
+  Tensor weight;  // [out, in]; undefined once int8
+  std::shared_ptr<const kernels::Int8Matrix> int8_weight;  // [out, in] in groups along in; null when float
   Tensor bias;    // [out], undefined when bias = false
 };
 

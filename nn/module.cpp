@@ -31,6 +31,10 @@ Tensor Module::register_parameter(const std::string& name, Tensor t, bool requir
   return t;
 }
 
+void Module::release_parameter(const std::string& name) {
+  std::erase_if(params_, [&](const auto& p) { return p.first == name; });
+}
+
 Tensor Module::register_buffer(const std::string& name, Tensor t, bool persistent) {
   check_new_name(name);
   TG_CHECK(t.defined(), "Module::register_buffer: '{}' is undefined", name);

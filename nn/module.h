@@ -37,6 +37,8 @@ class Module {
 
   // A parameter: `t` becomes a leaf that requires grad (when requires_grad). Returns the handle.
   Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  // Drops a registered parameter (a Linear whose weight became int8: nn/linear.h); no-op if absent.
+  void release_parameter(const std::string& name);
   // A buffer: state that is not trained. Non-persistent buffers stay out of state_dict
   // (like PyTorch's persistent=False; RoPE's cos/sin tables are recomputed, never saved).
   Tensor register_buffer(const std::string& name, Tensor t, bool persistent = true);
@@ -89,6 +91,23 @@ class Module {
   std::vector<Buffer> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+};
+
+// While one is alive (per thread), Linear and Embedding create their weights uninitialized (`empty`,
+// no random numbers, no page touched): for a model whose weights are loaded right after, e.g. an int8
+// model whose float weights are released unread (lm/quantized_model.h) — its peak memory stays that of
+// the int8 weights.
+class SkipParameterInitGuard {
+ public:
+  SkipParameterInitGuard() : prev_(active_) { active_ = true; }
+  ~SkipParameterInitGuard() { active_ = prev_; }
+  SkipParameterInitGuard(const SkipParameterInitGuard&) = delete;
+  SkipParameterInitGuard& operator=(const SkipParameterInitGuard&) = delete;
+  static bool active() { return active_; }
+
+ private:
+  bool prev_;
+  static inline thread_local bool active_ = false;
 };
 
 // An ordered list of modules named "0", "1", … (TransformerLM's "layers").

@@ -1,6 +1,8 @@
 // transformer_lm.cpp — config validation, construction and the forward pass of TransformerLM.
 #include "nn/transformer_lm.h"
 
+#include "autograd/int8_ops.h"
+
 namespace tapegrad::nn {
 
 namespace {
@@ -49,9 +51,45 @@ Tensor TransformerLM::forward(const Tensor& ids, std::vector<Tensor>* hidden) co
     x = block->forward(x, positions);  // [B, T, C]
     if (hidden) hidden->push_back(x);
   }
-  x = ln_final->forward(x);
-  if (lm_head) return lm_head->forward(x);                 // [B, T, C] @ [C, V] → [B, T, V]
-  return matmul(x, token_embeddings->weight.t());          // tied: W_E [V, C]
+  return classify(ln_final->forward(x));
+}
+
+Tensor TransformerLM::classify(const Tensor& x) const {
+  if (lm_head) return lm_head->forward(x);  // [B, T, C] @ [C, V] → [B, T, V]
+  // tied: W_E [V, C]
+  if (token_embeddings->int8_weight) return int8_linear(x, *token_embeddings->int8_weight);
+  return matmul(x, token_embeddings->weight.t());
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Linear>>> TransformerLM::named_linears() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Linear>>> out;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const std::string p = fmt::format("layers.{}.", i);
+    const auto& b = *blocks[i];
+    out.emplace_back(p + "attn.q_proj", b.attn->q_proj);
+    out.emplace_back(p + "attn.k_proj", b.attn->k_proj);
+    out.emplace_back(p + "attn.v_proj", b.attn->v_proj);
+    out.emplace_back(p + "attn.output_proj", b.attn->output_proj);
+    out.emplace_back(p + "ffn.w1", b.ffn->w1);
+    out.emplace_back(p + "ffn.w2", b.ffn->w2);
+    out.emplace_back(p + "ffn.w3", b.ffn->w3);
+  }
+  if (lm_head) out.emplace_back("lm_head", lm_head);
+  return out;
+}
+
+void TransformerLM::quantize_int8(int64_t group, bool keep_embeddings_float) {
+  TG_CHECK(!is_int8(), "TransformerLM::quantize_int8: the model is already int8");
+  for (const auto& [name, linear] : named_linears())
+    if (!(keep_embeddings_float && name == "lm_head")) linear->quantize_int8(group);
+  if (!keep_embeddings_float) token_embeddings->quantize_int8(group);
+}
+
+bool TransformerLM::is_int8() const {
+  if (token_embeddings->int8_weight) return true;
+  for (const auto& [name, linear] : named_linears())
+    if (linear->int8_weight) return true;
+  return false;
 }
 
 Tensor TransformerLM::forward(const Tensor& ids, KVCache& cache, bool last_only) const {
@@ -69,9 +107,7 @@ Tensor TransformerLM::forward(const Tensor& ids, KVCache& cache, bool last_only)
   for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward_cached(x, cache.layer(l), start);
   cache.advance(T);
   if (last_only && T > 1) x = x.narrow(1, T - 1, 1);  // [B, 1, C]
-  x = ln_final->forward(x);
-  if (lm_head) return lm_head->forward(x);
-  return matmul(x, token_embeddings->weight.t());
+  return classify(ln_final->forward(x));
 }
 
 }  // namespace tapegrad::nn

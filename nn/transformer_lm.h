@@ -67,6 +67,15 @@ class TransformerLM : public Module {
   // classifier is then run on one row instead of T).
   Tensor forward(const Tensor& ids, KVCache& cache, bool last_only = false) const;
 
+  // Inference with int8 weights (kernels/int8.h, docs/quantization.md): every Linear of every block
+  // and, unless keep_embeddings_float, the embedding table (and so a tied classifier) and lm_head
+  // become int8 in groups of `group` along their input dimension. The model can no longer be trained.
+  void quantize_int8(int64_t group, bool keep_embeddings_float = false);
+  // Whether any weight is int8.
+  bool is_int8() const;
+  // Every Linear of the model by parameter prefix ("layers.0.attn.q_proj", …, "lm_head").
+  std::vector<std::pair<std::string, std::shared_ptr<Linear>>> named_linears() const;
+
   TransformerLMConfig config;
   std::shared_ptr<Embedding> token_embeddings;
   std::shared_ptr<ModuleList> layers;  // registered as "layers": names layers.{i}.…
@@ -74,6 +83,9 @@ class TransformerLM : public Module {
   std::shared_ptr<RMSNorm> ln_final;
   std::shared_ptr<Linear> lm_head;     // null when tie_embeddings
   std::shared_ptr<RotaryEmbedding> rope;  // shared by every layer; not registered (no saved state)
+
+ private:
+  Tensor classify(const Tensor& x) const;  // [B, T, C] → logits [B, T, V]
 };
 
 }  // namespace tapegrad::nn

@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "autograd/io/checksum.h"
 #include "autograd/io/exact_number.h"
 #include "autograd/io/safetensors.h"
 #include "kernels/error.h"
@@ -44,41 +45,16 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
-// The checkpoint's checksum: FNV-1a over 64-bit words, h ← (h ⊕ w)·P (each step is a bijection of h,
-// so any change confined to one word always changes the result). It covers every metadata entry
-// except "checksum" and every tensor's name, dtype, shape and bytes, each length-prefixed.
-class Checksum {
- public:
-  void word(uint64_t w) { h_ = (h_ ^ w) * 0x100000001b3ULL; }
-  void text(const std::string& s) {
-    word(s.size());
-    raw(s.data(), s.size());
-  }
-  void tensor(const std::string& name, const Tensor& t) {
-    text(name);
-    text(dtype_name(t.dtype()));
-    word(static_cast<uint64_t>(t.dim()));
-    for (int64_t d = 0; d < t.dim(); ++d) word(static_cast<uint64_t>(t.size(d)));
-    const Tensor c = t.detach().to(kCPU).contiguous();
-    const size_t n = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
-    word(n);
-    raw(c.data_ptr(), n);
-  }
-  std::string hex() const { return fmt::format("{:016x}", h_); }
-
- private:
-  void raw(const void* data, size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      word(w);
-    }
-    for (; i < n; ++i) word(p[i]);
-  }
-  uint64_t h_ = 0xcbf29ce484222325ULL;
-};
+// The checkpoint's checksum (autograd/io/checksum.h) covers every metadata entry except "checksum"
+// and every tensor's name, dtype, shape and bytes, each length-prefixed.
+void add_tensor(io::Checksum& c, const std::string& name, const Tensor& t) {
+  c.text(name);
+  c.text(dtype_name(t.dtype()));
+  c.word(static_cast<uint64_t>(t.dim()));
+  for (int64_t d = 0; d < t.dim(); ++d) c.word(static_cast<uint64_t>(t.size(d)));
+  const Tensor ct = t.detach().to(kCPU).contiguous();
+  c.bytes(ct.data_ptr(), static_cast<size_t>(ct.numel()) * dtype_size(ct.dtype()));
+}
 
 std::string sizes(const std::vector<int64_t>& v) {
   std::vector<std::string> items;
@@ -89,13 +65,13 @@ std::string sizes(const std::vector<int64_t>& v) {
 }  // namespace
 
 std::string checkpoint_checksum(const std::map<std::string, std::string>& meta, const TensorMap& tensors) {
-  Checksum c;
+  io::Checksum c;
   for (const auto& [k, v] : meta) {
     if (k == "checksum") continue;
     c.text(k);
     c.text(v);
   }
-  for (const auto& [name, t] : tensors) c.tensor(name, t);
+  for (const auto& [name, t] : tensors) add_tensor(c, name, t);
   return c.hex();
 }
 
@@ -175,12 +151,19 @@ Checkpoint read_checkpoint(const std::string& path) {
   std::map<std::string, std::string> metadata;
   TensorMap all;
   try {
-    all = load_safetensors(path, &metadata);
+    const SafetensorsFile file(path);  // the header, checked
+    metadata = file.metadata();
+    // An int8 model (lm/quantized_model.h) is refused before its int8 tensors are read.
+    auto format = metadata.find("format");
+    TG_CHECK(format == metadata.end() || format->second != "tapegrad-int8",
+             "it is an int8 model (written by `tapegrad quantize`): generate, eval and info read it, but it cannot "
+             "be trained or resumed; train from the float checkpoint it was made from");
+    all = file.load_all();
   } catch (const Error& e) {
     throw Error(fmt::format("checkpoint '{}' cannot be read: {}", path, e.what()));
   }
   const Meta meta(path, metadata);
-  // First: is this a complete, uncorrupted tapegrad checkpoint? (load_safetensors has checked the layout.)
+  // First: is this a complete, uncorrupted tapegrad checkpoint? (SafetensorsFile has checked the layout.)
   auto format = metadata.find("format");
   TG_CHECK(format != metadata.end() && format->second == kCheckpointFormat,
            "checkpoint '{}': not a tapegrad checkpoint (metadata 'format' is not '{}')", path, kCheckpointFormat);

@@ -10,6 +10,7 @@
 #include "data/tokenizer.h"
 #include "lm/evaluate.h"
 #include "lm/model_io.h"
+#include "lm/quantized_model.h"
 #include "lm/text_split.h"
 #include "lm/trainer.h"
 #include "optim/checkpoint.h"
@@ -34,8 +35,9 @@ int cmd_eval(Args args) {
   TG_CHECK(!vm.count("held-out") || vm.count("text"), "--held-out goes with --text");
 
   const std::string path = vm["checkpoint"].as<std::string>();
-  const optim::Checkpoint ck = optim::read_checkpoint(path);
-  const auto model = lm::model_from_checkpoint(ck, path);
+  const lm::InferenceModel loaded = lm::load_inference_model(path);  // a training checkpoint or an int8 model
+  const optim::Checkpoint& ck = loaded.info;
+  const auto& model = loaded.model;
   const int64_t context = vm["context"].as<int64_t>();
   TG_CHECK(context <= model->config.context_length, "--context {} is longer than the model's context length {}",
            context, model->config.context_length);

@@ -12,6 +12,7 @@
 #include "data/file_io.h"
 #include "lm/generate.h"
 #include "lm/model_io.h"
+#include "lm/quantized_model.h"
 #include "lm/text_codec.h"
 #include "lm/utf8_stream.h"
 #include "optim/checkpoint.h"
@@ -68,8 +69,9 @@ int cmd_generate(Args args) {
   const std::string prompt = read_prompt(vm);
 
   const std::string path = vm["checkpoint"].as<std::string>();
-  const optim::Checkpoint ck = optim::read_checkpoint(path);
-  const auto model = lm::model_from_checkpoint(ck, path);
+  const lm::InferenceModel loaded = lm::load_inference_model(path);  // a training checkpoint or an int8 model
+  const optim::Checkpoint& ck = loaded.info;
+  const auto& model = loaded.model;
   const auto codec =
       lm::codec_for_checkpoint(ck, path, vm.count("tokenizer") ? vm["tokenizer"].as<std::string>() : "");
   TG_CHECK(int64_t(codec->vocab_size()) == model->config.vocab_size,

@@ -6,6 +6,7 @@
 #include "autograd/tapegrad.h"
 #include "kernels/backend.h"
 #include "lm/model_io.h"
+#include "lm/quantized_model.h"
 #include "optim/checkpoint.h"
 #include "tools/commands.h"
 
@@ -13,7 +14,20 @@ namespace tapegrad::cli {
 
 namespace {
 
+// An int8 model (lm/quantized_model.h): what it holds, without optimizer or training state.
+void print_int8_model(const std::string& path) {
+  const lm::InferenceModel m = lm::load_inference_model(path);
+  const lm::WeightCount w = lm::count_weights(*m.model);
+  fmt::print("int8 model {}\n  step {}   {}\n  weights {} ({} int8, {} float32): {:.2f} MB\n  model config:\n", path,
+             m.info.step, m.info.model_dtype, w.values, w.int8_values, w.values - w.int8_values, w.bytes / 1e6);
+  for (const auto& [k, v] : m.info.config) fmt::print("    {} = {}\n", k, v);
+  fmt::print("  run:\n");
+  for (const auto& [k, v] : m.info.extra)
+    if (k.starts_with("run.")) fmt::print("    {} = {}\n", k.substr(4), v);
+}
+
 void print_checkpoint(const std::string& path) {
+  if (lm::is_int8_model_file(path)) return print_int8_model(path);
   const optim::Checkpoint ck = optim::read_checkpoint(path);
   auto extra = [&](const std::string& key) {
     auto it = ck.extra.find(key);

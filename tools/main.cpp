@@ -27,6 +27,7 @@ constexpr Command kCommands[] = {
     {"eval", tapegrad::cli::cmd_eval, "loss and perplexity of a checkpoint on token data or text"},
     {"generate", tapegrad::cli::cmd_generate, "continue a prompt with a trained model (KV cache; greedy, top-k, top-p)"},
     {"import", tapegrad::cli::cmd_import, "a llama2.c or Hugging Face Llama model as a tapegrad checkpoint (import llama2c | hf)"},
+    {"quantize", tapegrad::cli::cmd_quantize, "a checkpoint's matmul weights as int8 groups (Q8_0) for faster generation"},
     {"export", tapegrad::cli::cmd_export, "a checkpoint as a Hugging Face Llama directory (export hf)"},
     {"info", tapegrad::cli::cmd_info, "version, BLAS core and threads; with --checkpoint, what a checkpoint holds"},
     {"demo", tapegrad::cli::cmd_demo, "fit a small MLP on the tape, print its tape, gradcheck it (learning material)"},

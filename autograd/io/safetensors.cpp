@@ -311,6 +311,16 @@ Tensor SafetensorsFile::load(const std::string& name) const {
   return t;
 }
 
+void SafetensorsFile::read_bytes(const std::string& name, const std::string& dtype, void* dst, uint64_t nbytes) const {
+  const SafetensorsEntry& e = entry(name);
+  TG_CHECK(e.dtype == dtype, "safetensors: '{}': tensor '{}' is {}, expected {}", path_, name, e.dtype, dtype);
+  TG_CHECK(e.end - e.begin == nbytes, "safetensors: '{}': tensor '{}' holds {} bytes, expected {}", path_, name,
+           e.end - e.begin, nbytes);
+  std::ifstream in(path_, std::ios::binary);
+  TG_CHECK(in.is_open(), "safetensors: cannot reopen '{}' to load tensor '{}': {}", path_, name, std::strerror(errno));
+  read_exact(in, dst, nbytes, data_start_ + e.begin, path_, fmt::format("tensor '{}'", name));
+}
+
 std::map<std::string, Tensor> SafetensorsFile::load_all() const {
   std::map<std::string, Tensor> out;
   for (const auto& e : entries_) out.emplace(e.name, load(e.name));

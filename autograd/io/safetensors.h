@@ -58,12 +58,23 @@ class SafetensorsFile {
   // A fresh contiguous CPU tensor (see the dtype table above); throws if absent or unloadable.
   Tensor load(const std::string& name) const;
   std::map<std::string, Tensor> load_all() const;
+  // The raw bytes of a tensor of any dtype of the spec (e.g. the I8 values of an int8 model) into
+  // `dst`: refused unless the entry's dtype is `dtype` and it holds exactly `nbytes` bytes.
+  void read_bytes(const std::string& name, const std::string& dtype, void* dst, uint64_t nbytes) const;
 
  private:
   std::string path_;
   uint64_t data_start_ = 0;  // 8 + header length
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
+};
+
+// A tensor given as raw bytes, for dtypes tapegrad has no Tensor for (int8 weights: "I8").
+struct SafetensorsBytes {
+  std::string dtype;           // a dtype of the spec: "I8", "F32", …
+  std::vector<int64_t> shape;
+  const void* data = nullptr;  // row-major, little-endian
+  uint64_t nbytes = 0;         // numel × the dtype's size
 };
 
 // Every tensor of the file; `metadata`, when given, receives "__metadata__" (empty if absent).
@@ -76,5 +87,9 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path,
 // Names and metadata must be valid UTF-8; no tensor may be named "__metadata__"; tensors must be defined.
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
+// The same with tensors given as raw bytes too (names must differ from those of `tensors`).
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata,
+                      const std::map<std::string, SafetensorsBytes>& raw);
 
 }  // namespace tapegrad
