@@ -18,7 +18,7 @@ EvalResult evaluate(const nn::TransformerLM& model, const data::TokenSource& dat
   TG_CHECK(data.size() >= uint64_t(context) + 1,
            "evaluate: the data holds {} tokens, fewer than one window of context {} + 1", data.size(), context);
   NoGradGuard no_grad;
-  const Device device = model.token_embeddings->weight.device();  // batches go where the model is
+  const Device device = model.device();  // batches go where the model is
   const data::SequentialBatches batches(data, batch_size, context);
   double total = 0;  // Σ over tokens of −log p, accumulated in double
   uint64_t tokens = 0;

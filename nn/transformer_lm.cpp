@@ -85,6 +85,8 @@ void TransformerLM::quantize_int8(int64_t group, bool keep_embeddings_float) {
   if (!keep_embeddings_float) token_embeddings->quantize_int8(group);
 }
 
+Device TransformerLM::device() const { return ln_final->weight.device(); }
+
 bool TransformerLM::is_int8() const {
   if (token_embeddings->int8_weight) return true;
   for (const auto& [name, linear] : named_linears())

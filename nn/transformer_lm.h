@@ -73,6 +73,8 @@ class TransformerLM : public Module {
   void quantize_int8(int64_t group, bool keep_embeddings_float = false);
   // Whether any weight is int8.
   bool is_int8() const;
+  // Where the model's tensors are (the final RMSNorm's weight: never int8, always present).
+  Device device() const;
   // Every Linear of the model by parameter prefix ("layers.0.attn.q_proj", …, "lm_head").
   std::vector<std::pair<std::string, std::shared_ptr<Linear>>> named_linears() const;
 
