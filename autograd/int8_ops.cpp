@@ -15,11 +15,18 @@ Tensor int8_linear(const Tensor& x, const kernels::Int8Matrix& w) {
            x.dtype(), x.device());
   TG_CHECK(!(GradMode::enabled() && x.requires_grad()),
            "int8_linear: int8 weights are for inference: no gradient flows through them (run under NoGradGuard)");
+  const int64_t m = x.numel() / w.cols;
+  if (m >= kInt8DequantizeRows) {
+    // Many rows (a prefill, an evaluation batch): the weights dequantized once, then BLAS's sgemm. Dequantizing
+    // costs rows·cols, the product m·rows·cols, and sgemm runs many rows far faster than a dot per row.
+    Tensor wf = empty({w.rows, w.cols}, kFloat32);
+    kernels::dequantize_int8(w, wf.data<float>());
+    return matmul(x, wf.t());
+  }
   const Tensor xc = x.contiguous();
   Shape out_shape = x.shape();
   out_shape[out_shape.size() - 1] = w.rows;
   Tensor y = empty(out_shape, kFloat32);
-  const int64_t m = x.numel() / w.cols;
   kernels::int8_matmul(xc.data<float>(), m, w, y.data<float>(), kernels::int8_default_activations(),
                        kernels::int8_default_path());
   return y;

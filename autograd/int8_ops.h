@@ -14,6 +14,10 @@
 
 namespace tapegrad {
 
+// From this many rows of x on, int8_linear dequantizes W to float32 and multiplies with sgemm (prefill,
+// evaluation); below it, the int8 kernels (decoding: one row per token).
+inline constexpr int64_t kInt8DequantizeRows = 32;
+
 // x [..., K] float32 on the CPU, K = w.cols → [..., w.rows]. Throws when x would need a gradient.
 Tensor int8_linear(const Tensor& x, const kernels::Int8Matrix& w);
 

@@ -201,6 +201,15 @@ TEST_CASE("int8: int8_linear and int8_embedding on tensors, and what they refuse
   const Tensor wd = from_vector(std::vector<double>(deq.begin(), deq.end()), {24, 64}).to(kFloat32);
   const Tensor quantized_x_ref = matmul(x, wd.t());
   CHECK((y - quantized_x_ref).abs().max().item<double>() <= 2e-2 * quantized_x_ref.abs().max().item<double>());
+  // From kInt8DequantizeRows rows on: the dequantized weights through sgemm (float activations).
+  const Tensor many = randn({kInt8DequantizeRows + 3, 64});
+  Tensor y_many;
+  {
+    NoGradGuard no_grad;
+    y_many = int8_linear(many, w);
+  }
+  const Tensor want_many = matmul(many, wd.t());
+  CHECK((y_many - want_many).abs().max().item<double>() <= 1e-5 * want_many.abs().max().item<double>());
   const Tensor e = int8_embedding(from_vector(std::vector<int64_t>{5, 0, 23}, {3}), w);
   REQUIRE(e.shape() == Shape{3, 64});
   CHECK((e.select(0, 0) - wd.select(0, 5)).abs().max().item<double>() == 0.0);
@@ -286,15 +295,15 @@ TEST_CASE("int8: stories260K keeps its perplexity within 1 % and its greedy text
   f32.load_state_dict(m.weights);
   i8.load_state_dict(m.weights);
   i8.quantize_int8(64);
-  // Held-out text: 24 KB from the last 10 % of the TinyStories head.
+  // Held-out text: 12 KB from the last 10 % of the TinyStories head.
   std::ifstream in(text_path, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto codec = lm::make_llama2c_codec(tok_path, 512);
-  const std::vector<uint32_t> ids = codec->encode_prompt(text.substr(text.size() * 9 / 10, 24000));
+  const std::vector<uint32_t> ids = codec->encode_prompt(text.substr(text.size() * 9 / 10, 12000));
   const data::TokenSource source{std::span<const uint32_t>(ids)};
   const lm::EvalResult a = lm::evaluate(f32, source, 4, 256), b = lm::evaluate(i8, source, 4, 256);
   INFO("perplexity float32 " << a.perplexity << ", int8 " << b.perplexity << " over " << a.tokens << " tokens");
-  CHECK(a.tokens > 5000);
+  CHECK(a.tokens > 2500);
   CHECK(std::fabs(b.perplexity / a.perplexity - 1.0) <= 0.01);
   // Greedy decoding from the same prompt: the first 40 tokens agree.
   lm::GenerateOptions o;
