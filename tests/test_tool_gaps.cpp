@@ -247,7 +247,7 @@ TEST_CASE("tool: unknown commands, formats and subcommands are named", "[tool]")
   require_error(g.tool({"tokenize"}), "tokenize: expected a subcommand, train or encode");
   require_error(g.tool({"tokenize", "foo"}), "tokenize: unknown subcommand 'foo' (expected train or encode)");
   require_error(g.tool({"export"}), "export: expected a format: hf");
-  require_error(g.tool({"export", "safetensors"}), "export: unknown format 'safetensors' (expected hf)");
+  require_error(g.tool({"export", "safetensors"}), "export: unknown format 'safetensors' (expected hf or llama2c)");
   CHECK_FALSE(fs::exists(g.dir.file("o")));
 }
 

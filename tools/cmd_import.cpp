@@ -1,7 +1,8 @@
 // cmd_import.cpp — `tapegrad import llama2c MODEL.bin TOKENIZER.bin --out DIR`: a llama2.c model
-// (lm/llama2c.h: export.py's float32 .bin, version 0 or 1) as a tapegrad checkpoint
-// DIR/checkpoints/step_00000000.safetensors (the weights loaded strictly into a TransformerLM of the
-// file's config; a fresh AdamW record; step 0) with its tokenizer
+// (lm/llama2c.h: export.py's .bin, version 0 or 1 float32, version 2 int8 Q8_0) as a tapegrad checkpoint
+// DIR/checkpoints/step_00000000.safetensors (float32: the weights loaded strictly into a TransformerLM of
+// the file's config, a fresh AdamW record, step 0; version 2: an int8 model file, lm/quantized_model.h,
+// with the file's int8 values and scales unchanged) with its tokenizer
 // copied to DIR/tokenizer.bin, so that `tapegrad generate --checkpoint …` and `eval` work unchanged
 // (lm::codec_for_checkpoint picks the llama2c codec from the checkpoint's "run.tokenizer_kind").
 // `tapegrad import hf DIR --out OUT`: a Hugging Face Llama directory (lm/hf_llama.h: one
@@ -19,6 +20,7 @@
 #include "lm/llama2c.h"
 #include "lm/llama2c_tokenizer.h"
 #include "lm/model_io.h"
+#include "lm/quantized_model.h"
 #include "lm/run_dir.h"
 #include "nn/transformer_lm.h"
 #include "tools/commands.h"
@@ -28,12 +30,16 @@ namespace tapegrad::cli {
 namespace {
 
 // "… parameters: d_model 64, 5 layers, 8 heads / 4 kv heads, d_ff 172, vocab 512, context 512, shared classifier, float32"
-std::string describe(const nn::TransformerLM& model) {
+// (an int8 model: "… weights: …, int8 Q8_0 in groups of 4")
+std::string describe(const nn::TransformerLM& model, int64_t int8_group = 0) {
   const nn::TransformerLMConfig& c = model.config;
-  return fmt::format("{} parameters: d_model {}, {} layers, {} heads / {} kv heads, d_ff {}, vocab {}, context {}, {} "
+  const bool int8 = int8_group > 0;
+  return fmt::format("{} {}: d_model {}, {} layers, {} heads / {} kv heads, d_ff {}, vocab {}, context {}, {} "
                      "classifier, {}",
-                     model.num_parameters(), c.d_model, c.n_layers, c.n_heads, c.n_kv_heads, c.d_ff, c.vocab_size,
-                     c.context_length, c.tie_embeddings ? "shared" : "separate", dtype_name(c.dtype));
+                     int8 ? lm::count_weights(model).values : model.num_parameters(), int8 ? "weights" : "parameters",
+                     c.d_model, c.n_layers, c.n_heads, c.n_kv_heads, c.d_ff, c.vocab_size, c.context_length,
+                     c.tie_embeddings ? "shared" : "separate",
+                     int8 ? fmt::format("int8 Q8_0 in groups of {}", int8_group) : std::string(dtype_name(c.dtype)));
 }
 
 int import_llama2c(Args args) {
@@ -42,7 +48,8 @@ int import_llama2c(Args args) {
   po::options_description opts("tapegrad import llama2c options");
   opts.add_options()("out", po::value<std::string>()->required(), "the directory to write (checkpoints/, tokenizer.bin)");
   po::variables_map vm;
-  if (!parse(args, opts, vm, usage + "\n  MODEL.bin: llama2.c float32 model (export.py --version 0 or 1); TOKENIZER.bin: its tokenizer"))
+  if (!parse(args, opts, vm, usage + "\n  MODEL.bin: llama2.c model (export.py --version 0 or 1: float32; --version 2: int8 "
+                                 "Q8_0); TOKENIZER.bin: its tokenizer"))
     return 0;
   TG_CHECK(positional.size() == 2, "import llama2c: expected MODEL.bin and TOKENIZER.bin (usage: {})", usage);
   const std::string& model_path = positional[0];
@@ -54,16 +61,22 @@ int import_llama2c(Args args) {
   const lm::Llama2cTokenizer tok(tokenizer_path, size_t(m.config.vocab_size));
   const std::string tokenizer_bytes = data::read_whole_file(tokenizer_path, "import llama2c");
 
-  nn::TransformerLM model(m.config);
-  model.load_state_dict(m.weights);  // strict: every parameter present, shapes equal
+  const int version = m.version;
+  const int64_t group = m.group_size;
+  // Float (v0, v1): every parameter loaded strictly; int8 (v2): the int8 matrices installed, the norms loaded strictly.
+  const std::unique_ptr<nn::TransformerLM> model = lm::make_llama2c_model(std::move(m));
   lm::prepare_run_dir(out);
   const std::string tokenizer_out = (std::filesystem::path(out) / "tokenizer.bin").string();
   data::write_file_atomic(tokenizer_out, tokenizer_bytes, "import llama2c");
   const std::string ckpt = lm::step_checkpoint_path(out, 0);
-  lm::save_model_checkpoint(model, ckpt,
-                            {{"run.tokenizer_kind", "llama2c"}, {"run.tokenizer", tokenizer_out}, {"run.source", model_path}});
-  fmt::print("imported {} (llama2.c version {}; {})\n  checkpoint {}\n  tokenizer  {} ({} tokens)\n", model_path,
-             m.version, describe(model), ckpt, tokenizer_out, tok.vocab_size());
+  const optim::ConfigMap extra{
+      {"run.tokenizer_kind", "llama2c"}, {"run.tokenizer", tokenizer_out}, {"run.source", model_path}};
+  if (version == 2)
+    lm::save_int8_model(*model, ckpt, 0, extra);
+  else
+    lm::save_model_checkpoint(*model, ckpt, extra);
+  fmt::print("imported {} (llama2.c version {}; {})\n  {} {}\n  tokenizer  {} ({} tokens)\n", model_path, version,
+             describe(*model, group), version == 2 ? "int8 model" : "checkpoint", ckpt, tokenizer_out, tok.vocab_size());
   return 0;
 }
 
@@ -120,7 +133,8 @@ int cmd_import(Args args) {
   const std::string format = args[0];
   if (format == "--help" || format == "-h" || format == "help") {
     fmt::print("usage: tapegrad import llama2c MODEL.bin TOKENIZER.bin --out DIR\n"
-               "  a llama2.c model (float32 .bin, legacy version 0 or \"ak42\" version 1) and its tokenizer as a tapegrad checkpoint\n"
+               "  a llama2.c model (.bin: legacy version 0, \"ak42\" version 1 float32 or version 2 int8 Q8_0) and its\n"
+               "  tokenizer as a tapegrad checkpoint (an int8 model for version 2)\n"
                "usage: tapegrad import hf DIR --out OUT\n"
                "  a Hugging Face Llama directory (config.json, model.safetensors or sharded model.safetensors.index.json\n"
                "  [, tokenizer.json]) as a tapegrad checkpoint\n");

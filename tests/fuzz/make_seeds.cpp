@@ -22,8 +22,10 @@
 #include "data/hf_tokenizer_json.h"
 #include "data/token_file.h"
 #include "lm/hf_llama.h"
+#include "lm/llama2c_export.h"
 #include "lm/metrics_log.h"
 #include "lm/model_io.h"
+#include "lm/quantized_model.h"
 #include "nn/transformer_lm.h"
 
 using namespace tapegrad;
@@ -154,6 +156,18 @@ void run_dir_seeds() {
        "step_-4.safetensors\nStep_5.safetensors\nstep_abc.safetensors\n");
 }
 
+// int8 models (lm/quantized_model.h): every matrix int8, tied; and untied with float embeddings and lm_head.
+void int8_model_seeds() {
+  for (const bool tied : {true, false}) {
+    Generator gen(6);
+    nn::TransformerLM model(tiny_config(tied, tied ? 2 : 1), &gen);
+    model.quantize_int8(4, /*keep_embeddings_float=*/!tied);
+    const std::string p = (g_tmp / "int8.safetensors").string();
+    lm::save_int8_model(model, p, 7, {{"run.source", "make_seeds"}});
+    seed("int8_model", tied ? "tied_all_int8.safetensors" : "float_embeddings.safetensors", read_file(p));
+  }
+}
+
 void hf_seeds() {
   for (const bool tied : {false, true}) {
     Generator gen(3);
@@ -166,7 +180,8 @@ void hf_seeds() {
   }
 }
 
-// llama2.c files, written here from the layout in lm/llama2c.h (we have no writer for them).
+// llama2.c files: versions 0 and 1 written here from the layout in lm/llama2c.h, version 2 (int8 Q8_0) by
+// lm::export_llama2c.
 void llama2c_seeds() {
   const int32_t dim = 8, hidden = 16, layers = 1, heads = 2, kv = 1, vocab = 12, seq = 4;
   const int32_t kvdim = kv * (dim / heads), D = dim / heads;
@@ -201,6 +216,12 @@ void llama2c_seeds() {
     floats(v1, 3 * layers * hidden * dim);         // w1, w2, w3
     if (!shared) floats(v1, vocab * dim);          // wcls
     seed("llama2c_model", shared ? "v1_shared.bin" : "v1_separate.bin", v1);
+
+    Generator gen(4);
+    nn::TransformerLM model(tiny_config(shared, 1), &gen);
+    const std::string p = (g_tmp / "v2.bin").string();
+    lm::export_llama2c(model, p, {.version = 2, .group = 4});
+    seed("llama2c_model", shared ? "v2_shared.bin" : "v2_separate.bin", read_file(p));
   }
   // tokenizer: <unk> <s> </s>, the 256 byte pieces, then a few pieces of "Once upon a time".
   const std::vector<std::string> extra = {" ", "O", "n", "c", "e", "u", "p", "o", "a", "t", "i", "m",
@@ -242,6 +263,7 @@ int main(int argc, char** argv) {
   run_dir_seeds();
   hf_seeds();
   llama2c_seeds();
+  int8_model_seeds();
   fs::remove_all(g_tmp);
   return 0;
 }
