@@ -37,6 +37,13 @@
 #                           prompt (tiny, 1 thread) vs bench_train's forward+loss tok/s. BENCH_GEN_RUNS
 #                           alternations (default 3, medians); BENCH_GEN_PRESETS=none|small|tiny|all
 #                           (default all: parts 2 and 3; (3) needs tiny); BENCH_TORCH2; BENCH_SHARED.
+#   bench/run.sh int8       int8 generation (bench/int8.py; never run by `all`): the small and tiny presets
+#                           (random weights, `tapegrad quantize --group 64`), batch 1, 256 greedy tokens, ours
+#                           float32 / int8 / int8 with float activations vs PyTorch (/opt/torch2 if it imports
+#                           torch, else python3) float32 and quantize_dynamic int8 (bench/torch_int8_generate.py)
+#                           vs llama2.c's runq.c (-Ofast -march=native, -fopenmp at 2 threads) on our
+#                           `export llama2c --version 2` of the same weights; 1 thread (tiny: 1 and 2); file
+#                           sizes, peak RSS, the bandwidth limit per row. BENCH_GEN_RUNS alternations (default 3).
 #
 # Steps: source scripts/blas_env.sh (OPENBLAS_CORETYPE for this CPU, the same for every program run
 # here); scripts/deps.sh --bench (installs only what is missing; plain deps.sh for `tool`); scripts/build.sh (Release, build/);
@@ -52,8 +59,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 mode=${1:-all}
-case "$mode" in overhead | large | all | bpe | train | tool | generate) ;; *)
-  echo "usage: bench/run.sh overhead|large|all|bpe|train|tool|generate [micro|small|tiny|all]" >&2
+case "$mode" in overhead | large | all | bpe | train | tool | generate | int8) ;; *)
+  echo "usage: bench/run.sh overhead|large|all|bpe|train|tool|generate|int8 [micro|small|tiny|all]" >&2
   exit 2
   ;;
 esac
@@ -70,7 +77,7 @@ export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-}"
 
 # `tool` compares against the PyTorch 2.x venv, not Debian's PyTorch 1.13: no --bench packages for it.
 deps_args=(--bench)
-[[ $mode == tool || $mode == generate ]] && deps_args=()
+[[ $mode == tool || $mode == generate || $mode == int8 ]] && deps_args=()
 if ! scripts/deps.sh "${deps_args[@]}"; then
   echo "run.sh: warning: scripts/deps.sh ${deps_args[*]} failed; going on with what is installed" >&2
 fi
@@ -92,6 +99,7 @@ trap 'rm -rf "$OUT"' EXIT
 bench_targets=(bench_overhead bench_large bench_bpe bench_train)
 [[ $mode == tool ]] && bench_targets=(bench_train tapegrad_tool)
 [[ $mode == generate ]] && bench_targets=(bench_train bench_large tapegrad_tool)
+[[ $mode == int8 ]] && bench_targets=(bench_large tapegrad_tool)
 if [[ $mode == bpe && -n ${BENCH_BPE_BIN:-} ]]; then
   log "BENCH_BPE_BIN=$BENCH_BPE_BIN: building nothing"
 elif [[ ${BENCH_BUILD:-1} == 0 ]]; then
@@ -297,6 +305,12 @@ PYEOF
   done
   echo
   "$SYS_PY" bench/combine_tool.py "$OUT" "$WARM"
+  exit 0
+fi
+
+if [[ $mode == int8 ]]; then
+  python3 bench/int8.py --tool build/tools/tapegrad --large build/bench/bench_large \
+    --shared "${BENCH_SHARED:-$ROOT/../shared}" --runs "${BENCH_GEN_RUNS:-3}"
   exit 0
 fi
 

@@ -173,6 +173,21 @@ InferenceModel read_int8_model(const std::string& path) {
   }
   TG_CHECK(config.dtype == kFloat32, "int8 model '{}': config dtype {} (the float tensors are float32)", path,
            config.dtype);
+  // Every weight of the config is in the file (int8 or float): a config that needs more than the file holds
+  // is refused before a model of its size is allocated. (In double: a damaged config must not overflow.)
+  {
+    const double C = double(config.d_model), V = double(config.vocab_size), L = double(config.n_layers);
+    const double F = double(config.d_ff > 0 ? config.d_ff : nn::SwiGLU::default_d_ff(config.d_model));
+    const double KV = double(config.n_kv_heads > 0 ? config.n_kv_heads : config.n_heads) * (C / double(config.n_heads));
+    const double needed = V * C * (config.tie_embeddings ? 1 : 2) + C + L * (2 * C + 2 * C * C + 2 * C * KV + 3 * C * F);
+    double held = 0;
+    for (const auto& [name, b] : blobs)
+      if (!ends_with(name, kScalesSuffix)) held += double(b.nbytes) / (b.dtype == "I8" ? 1.0 : 4.0);
+    TG_CHECK(needed == held, "int8 model '{}': its config needs {:.0f} weights but the file holds {:.0f}", path, needed,
+             held);
+    TG_CHECK(config.context_length <= (int64_t(1) << 24), "int8 model '{}': context_length {} is out of range", path,
+             config.context_length);
+  }
   {
     nn::SkipParameterInitGuard no_init;  // every weight is set below: none is initialised or touched
     out.model = std::make_unique<nn::TransformerLM>(config);
