@@ -144,7 +144,8 @@ InferenceModel read_int8_model(const std::string& path) {
   TG_CHECK(step >= 0, "int8 model '{}': step {} is negative", path, step);
 
   // Every tensor's bytes (checked against the header's dtype and size by read_bytes), then the checksum.
-  std::map<std::string, std::vector<unsigned char>> bytes;
+  // (Kept as int8_t: a values tensor's buffer is moved into its Int8Matrix below, not copied.)
+  std::map<std::string, std::vector<int8_t>> bytes;
   std::map<std::string, Blob> blobs;
   for (const SafetensorsEntry& e : file->entries()) {
     TG_CHECK(e.dtype == "I8" || e.dtype == "F32", "int8 model '{}': tensor '{}' is {} (only I8 and F32 are written)",
@@ -227,8 +228,7 @@ InferenceModel read_int8_model(const std::string& path) {
     TG_CHECK(s->second.dtype == "F32" && s->second.shape == scales_shape,
              "int8 model '{}': '{}' must be F32 [{}, {}] for values [{}, {}] in groups of {}", path, scales_name, m.rows,
              m.groups_per_row(), m.rows, m.cols, group);
-    m.q.resize(b.nbytes);
-    std::memcpy(m.q.data(), b.data, b.nbytes);
+    m.q = std::move(bytes.at(name));  // the buffer b.data points into: moved, not copied
     m.scales.resize(s->second.nbytes / 4);
     std::memcpy(m.scales.data(), s->second.data, s->second.nbytes);
     for (size_t i = 0; i < m.q.size(); ++i)
