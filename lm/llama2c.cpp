@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "lm/llama2c_layout.h"
 #include "nn/module.h"
 
 namespace tapegrad::lm {
@@ -74,52 +75,14 @@ struct Section {
   }
 };
 
-std::string layer_name(const std::string& pattern, int64_t layer) {
-  std::string s = pattern;
-  const auto at = s.find("{}");
-  if (at != std::string::npos) s.replace(at, 2, std::to_string(layer));
-  return s;
-}
-
-// Every array either version can hold, by run.c's name: our parameter name and the shape.
-Section section(const std::string& what, const Header& h) {
-  const int64_t C = h.dim, F = h.hidden, V = h.vocab, L = h.n_layers, KV = h.n_kv * h.head();
-  const std::vector<Section> table = {
-      {"token_embedding", "token_embeddings.weight", {V, C}, 0, "dim"},
-      {"rms_att", "layers.{}.ln1.weight", {C}, L},
-      {"wq", "layers.{}.attn.q_proj.weight", {C, C}, L, "dim"},
-      {"wk", "layers.{}.attn.k_proj.weight", {KV, C}, L, "dim"},
-      {"wv", "layers.{}.attn.v_proj.weight", {KV, C}, L, "dim"},
-      {"wo", "layers.{}.attn.output_proj.weight", {C, C}, L, "dim"},
-      {"rms_ffn", "layers.{}.ln2.weight", {C}, L},
-      {"w1", "layers.{}.ffn.w1.weight", {F, C}, L, "dim"},
-      {"w2", "layers.{}.ffn.w2.weight", {C, F}, L, "hidden_dim"},
-      {"w3", "layers.{}.ffn.w3.weight", {F, C}, L, "dim"},
-      {"rms_final", "ln_final.weight", {C}},
-      {"freq_cis_real", "", {h.seq, h.head() / 2}},
-      {"freq_cis_imag", "", {h.seq, h.head() / 2}},
-      {"wcls", "lm_head.weight", {V, C}, 0, "dim"},
-  };
-  const auto it = std::find_if(table.begin(), table.end(), [&](const Section& s) { return s.what == what; });
-  TG_CHECK(it != table.end(), "llama2c: internal: no array '{}'", what);
-  Section s = *it;
-  if (h.version == 2 && s.shape.size() == 2) s.group = h.group;  // v2 quantizes every matrix
-  return s;
-}
-
-// The arrays in file order. v0 (export.py's legacy_export, run.c's input): the embedding, then per
-// kind across layers, the RoPE tables, the classifier. v1 and v2 (export.py's version1_export and
-// version2_export): the norms first, then the embedding and the matrices, no RoPE tables, the
-// classifier. All store wq/wk as model.py holds them (interleaved RoPE pairs, our layout), so none
-// needs a row permutation.
+// The arrays in file order (lm/llama2c_layout.h); v2 quantizes every matrix in the header's groups.
 std::vector<Section> layout(const Header& h) {
-  const std::vector<const char*> v0 = {"token_embedding", "rms_att", "wq", "wk", "wv", "wo", "rms_ffn",
-                                       "w1", "w2", "w3", "rms_final", "freq_cis_real", "freq_cis_imag"};
-  const std::vector<const char*> v1 = {"rms_att", "rms_ffn", "rms_final", "token_embedding", "wq", "wk",
-                                       "wv", "wo", "w1", "w2", "w3"};
   std::vector<Section> out;
-  for (const char* what : h.version == 0 ? v0 : v1) out.push_back(section(what, h));
-  if (!h.shared) out.push_back(section("wcls", h));
+  for (const Llama2cArray& a : llama2c_layout(h.version, {h.dim, h.hidden, h.n_layers, h.n_heads, h.n_kv, h.vocab,
+                                                          h.seq, h.shared})) {
+    const int64_t group = h.version == 2 && a.shape.size() == 2 ? h.group : 0;
+    out.push_back({a.what, a.name, Shape(a.shape), a.per_layer ? h.n_layers : 0, a.row, group});
+  }
   return out;
 }
 
@@ -278,7 +241,7 @@ void read_weights(std::ifstream& f, const std::string& path, const Header& h, co
   for (const Section& s : sections) {
     for (int64_t l = 0; l < std::max<int64_t>(s.layers, 1); ++l) {
       if (s.group > 0) {
-        m.int8_weights[layer_name(s.name, l)] = read_quantized(f, path, s, l, offset);
+        m.int8_weights[llama2c_layer_name(s.name, l)] = read_quantized(f, path, s, l, offset);
         offset += s.block_bytes();
         continue;
       }
@@ -288,7 +251,7 @@ void read_weights(std::ifstream& f, const std::string& path, const Header& h, co
       offset += 4 * uint64_t(t.numel());
       if (s.what == "freq_cis_real") m.freq_cis_real = t;
       else if (s.what == "freq_cis_imag") m.freq_cis_imag = t;
-      else m.weights[layer_name(s.name, l)] = t;
+      else m.weights[llama2c_layer_name(s.name, l)] = t;
     }
   }
 }

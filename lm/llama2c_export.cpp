@@ -18,6 +18,7 @@
 
 #include "kernels/error.h"
 #include "kernels/int8.h"
+#include "lm/llama2c_layout.h"
 
 namespace tapegrad::lm {
 
@@ -43,22 +44,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
-}
-
-// One array of the file: the model's weight(s) `name` ("{}" = each layer in turn), `shape` each.
-struct Array {
-  const char* what;        // llama2.c's name
-  std::string name;        // ours, "{}" for the layer
-  std::vector<int64_t> shape;
-  bool per_layer = false;
-  const char* row = "";    // matrices: the header field their rows are as long as
-};
-
-std::string layer_name(const std::string& pattern, int64_t layer) {
-  std::string s = pattern;
-  const auto at = s.find("{}");
-  if (at != std::string::npos) s.replace(at, 2, std::to_string(layer));
-  return s;
 }
 
 // The output file: buffered writes to `path`.tmp, renamed over `path` by commit(); removed otherwise.
@@ -166,7 +151,7 @@ Llama2cExport export_llama2c(const nn::TransformerLM& model, const std::string& 
            "n_kv_heads dividing n_heads and an even head size", C, L, H, KVH);
   const auto w1 = weights.find("layers.0.ffn.w1.weight");
   TG_CHECK(w1 != weights.end() && w1->second.shape().size() == 2, "export llama2c: the model has no layers.0.ffn.w1.weight");
-  const int64_t F = w1->second.shape()[0], D = C / H, KV = KVH * D;
+  const int64_t F = w1->second.shape()[0], D = C / H;
   const bool shared = c.tie_embeddings;
   const int64_t fields[7] = {C, F, L, H, KVH, V, T};
   const char* const names[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
@@ -174,39 +159,15 @@ Llama2cExport export_llama2c(const nn::TransformerLM& model, const std::string& 
     TG_CHECK(fields[i] >= 1 && fields[i] <= std::numeric_limits<int32_t>::max(),
              "export llama2c: {} = {} does not fit the header's int32", names[i], fields[i]);
 
-  // The arrays llama2.c stores, in the order of version 0 (versions 1 and 2 reorder them below).
-  const std::vector<Array> all = {
-      {"token_embedding", "token_embeddings.weight", {V, C}, false, "dim"},
-      {"rms_att", "layers.{}.ln1.weight", {C}, true},
-      {"wq", "layers.{}.attn.q_proj.weight", {C, C}, true, "dim"},
-      {"wk", "layers.{}.attn.k_proj.weight", {KV, C}, true, "dim"},
-      {"wv", "layers.{}.attn.v_proj.weight", {KV, C}, true, "dim"},
-      {"wo", "layers.{}.attn.output_proj.weight", {C, C}, true, "dim"},
-      {"rms_ffn", "layers.{}.ln2.weight", {C}, true},
-      {"w1", "layers.{}.ffn.w1.weight", {F, C}, true, "dim"},
-      {"w2", "layers.{}.ffn.w2.weight", {C, F}, true, "hidden_dim"},
-      {"w3", "layers.{}.ffn.w3.weight", {F, C}, true, "dim"},
-      {"rms_final", "ln_final.weight", {C}, false},
-      {"wcls", "lm_head.weight", {V, C}, false, "dim"},
-  };
-  auto array = [&](const char* what) -> const Array& {
-    for (const Array& a : all)
-      if (std::strcmp(a.what, what) == 0) return a;
-    throw Error(fmt::format("export llama2c: internal: no array {}", what));
-  };
-  std::vector<const char*> order =
-      version == 0 ? std::vector<const char*>{"token_embedding", "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1",
-                                              "w2", "w3", "rms_final"}
-                   : std::vector<const char*>{"rms_att", "rms_ffn", "rms_final", "token_embedding", "wq", "wk", "wv",
-                                              "wo", "w1", "w2", "w3"};
-  if (!shared) order.push_back("wcls");
+  // The arrays of the file, in its order (lm/llama2c_layout.h).
+  const std::vector<Llama2cArray> arrays = llama2c_layout(version, {C, F, L, H, KVH, V, T, shared});
 
   // Every weight llama2.c holds is in the model with its shape, and the model has no other.
   std::map<std::string, const Source*> used;
-  for (const char* what : order) {
-    const Array& a = array(what);
+  for (const Llama2cArray& a : arrays) {
+    if (a.name.empty()) continue;  // v0's RoPE tables: computed, not the model's
     for (int64_t l = 0; l < (a.per_layer ? L : 1); ++l) {
-      const std::string name = layer_name(a.name, l);
+      const std::string name = llama2c_layer_name(a.name, l);
       const auto it = weights.find(name);
       TG_CHECK(it != weights.end(), "export llama2c: the model has no {} (llama2.c's {})", name, a.what);
       TG_CHECK(it->second.shape() == a.shape, "export llama2c: {} is {}, llama2.c's {} must be {}", name,
@@ -251,15 +212,14 @@ Llama2cExport export_llama2c(const nn::TransformerLM& model, const std::string& 
           group == 64 ? fmt::format("64, which divides dim {} and hidden_dim {}", C, F)
                       : fmt::format("the largest power of two <= 64 that divides dim {} and hidden_dim {}", C, F);
     }
-    for (const char* what : order) {
-      const Array& a = array(what);
-      if (a.shape.size() != 2) continue;
+    for (const Llama2cArray& a : arrays) {
+      if (a.name.empty() || a.shape.size() != 2) continue;
       const int64_t cols = a.shape[1];
       TG_CHECK(cols % group == 0,
                "export llama2c: group size {} does not divide {} {}, the row length of {} {} (llama2.c's {}): runq.c "
                "groups the flattened matrix and quantizes activations in groups along dim and hidden_dim, so the "
                "group size must divide both; {}. Nothing written",
-               group, a.row, cols, layer_name(a.name, 0), shape_str(a.shape), a.what, advice);
+               group, a.row, cols, llama2c_layer_name(a.name, 0), shape_str(a.shape), a.what, advice);
     }
     result.group = group;
   }
@@ -293,30 +253,29 @@ Llama2cExport export_llama2c(const nn::TransformerLM& model, const std::string& 
     out.write(q->q.data(), q->q.size());
     out.write(q->scales.data(), 4 * q->scales.size());
   };
-  for (const char* what : order) {
-    const Array& a = array(what);
+  for (const Llama2cArray& a : arrays) {
+    if (a.name.empty()) {
+      // freq_cis_real / freq_cis_imag [seq_len, head_size/2] (v0): model.py's precompute_freqs_cis in float32.
+      const bool real = a.what == "freq_cis_real";
+      std::vector<float> table(size_t(T * D / 2));
+      for (int64_t k = 0; k < D / 2; ++k) {
+        const float freq = 1.0f / std::pow(10000.0f, float(2 * k) / float(D));
+        for (int64_t pos = 0; pos < T; ++pos) {
+          const float angle = float(pos) * freq;
+          table[size_t(pos * (D / 2) + k)] = float(real ? std::cos(double(angle)) : std::sin(double(angle)));
+        }
+      }
+      write_floats(table);
+      continue;
+    }
     for (int64_t l = 0; l < (a.per_layer ? L : 1); ++l) {
-      const Source& s = *used.at(layer_name(a.name, l));
+      const Source& s = *used.at(llama2c_layer_name(a.name, l));
       if (version == 2 && a.shape.size() == 2) {
         write_q8(s);
       } else {
         result.dequantized = result.dequantized || s.q != nullptr;
         write_floats(floats_of(s));
       }
-    }
-    if (version == 0 && std::strcmp(what, "rms_final") == 0) {
-      // freq_cis_real, freq_cis_imag [seq_len, head_size/2]: model.py's precompute_freqs_cis in float32.
-      std::vector<float> re(size_t(T * D / 2)), im(re.size());
-      for (int64_t k = 0; k < D / 2; ++k) {
-        const float freq = 1.0f / std::pow(10000.0f, float(2 * k) / float(D));
-        for (int64_t pos = 0; pos < T; ++pos) {
-          const float angle = float(pos) * freq;
-          re[size_t(pos * (D / 2) + k)] = float(std::cos(double(angle)));
-          im[size_t(pos * (D / 2) + k)] = float(std::sin(double(angle)));
-        }
-      }
-      write_floats(re);
-      write_floats(im);
     }
   }
   result.bytes = out.commit();
