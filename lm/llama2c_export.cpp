@@ -3,19 +3,15 @@
 // through a temp file in the order of lm/llama2c.h and renamed into place.
 #include "lm/llama2c_export.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <bit>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
 #include <vector>
 
+#include "autograd/io/atomic_file.h"
 #include "kernels/error.h"
 #include "kernels/int8.h"
 #include "lm/llama2c_layout.h"
@@ -46,55 +42,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-// The output file: buffered writes to `path`.tmp, renamed over `path` by commit(); removed otherwise.
-class AtomicFile {
- public:
-  explicit AtomicFile(const std::string& path) : path_(path), tmp_(path + ".tmp") {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    TG_CHECK(fd_ >= 0, "export llama2c: cannot write {} (temp file {}): {}", path_, tmp_, std::strerror(errno));
-  }
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) std::remove(tmp_.c_str());
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  void write(const void* data, size_t n) {
-    buffer_.append(static_cast<const char*>(data), n);
-    if (buffer_.size() >= (size_t(1) << 22)) flush();
-  }
-  // Closes, syncs and renames; returns the file's size.
-  uint64_t commit() {
-    flush();
-    std::string error;
-    if (::fsync(fd_) != 0) error = std::strerror(errno);
-    if (::close(fd_) != 0 && error.empty()) error = std::strerror(errno);
-    fd_ = -1;
-    if (error.empty() && std::rename(tmp_.c_str(), path_.c_str()) != 0) error = std::strerror(errno);
-    TG_CHECK(error.empty(), "export llama2c: cannot write {}: {}", path_, error);
-    committed_ = true;
-    return written_;
-  }
-
- private:
-  void flush() {
-    for (size_t done = 0; done < buffer_.size();) {
-      const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      TG_CHECK(n > 0, "export llama2c: cannot write {}: {}", path_, std::strerror(n < 0 ? errno : EIO));
-      done += size_t(n);
-    }
-    written_ += buffer_.size();
-    buffer_.clear();
-  }
-
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-  std::string buffer_;
-  uint64_t written_ = 0;
-};
 
 template <class T>
 void put(std::string& s, T v) {
@@ -237,7 +184,7 @@ Llama2cExport export_llama2c(const nn::TransformerLM& model, const std::string& 
     header.resize(kHeaderBytes, '\0');
   }
 
-  AtomicFile out(path);
+  io::AtomicFile out(path, "export llama2c");
   out.write(header.data(), header.size());
   auto write_floats = [&](const std::vector<float>& f) { out.write(f.data(), 4 * f.size()); };
   auto write_q8 = [&](const Source& s) {

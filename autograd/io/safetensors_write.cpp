@@ -2,17 +2,12 @@
 // CPU copies, largest element size first (then by name) so every tensor's data is aligned to its
 // element size; the header is padded with spaces to a multiple of 8 bytes, as the reference does.
 // The file appears atomically: temp file in the same directory → write → fsync → rename.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "autograd/io/atomic_file.h"
 #include "autograd/io/safetensors.h"
 #include "autograd/io/safetensors_dtype.h"
 #include "kernels/error.h"
@@ -31,55 +26,6 @@ const char* st_dtype_name(DType t) {
   }
   return "?";
 }
-
-// The temp file: removed on destruction unless committed (renamed into place).
-class TempFile {
- public:
-  explicit TempFile(const std::string& target) : name_(target + ".tmp.XXXXXX") {
-    fd_ = ::mkstemp(name_.data());
-    TG_CHECK(fd_ >= 0, "save_safetensors: cannot create a temporary file next to '{}': {}", target,
-             std::strerror(errno));
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(name_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void write(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      TG_CHECK(w > 0, "save_safetensors: writing '{}' failed: {}", name_, std::strerror(errno));
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-  void commit(const std::string& target) {
-    TG_CHECK(::fchmod(fd_, 0644) == 0, "save_safetensors: chmod of '{}' failed: {}", name_, std::strerror(errno));
-    TG_CHECK(::fsync(fd_) == 0, "save_safetensors: fsync of '{}' failed: {}", name_, std::strerror(errno));
-    int fd = fd_;
-    fd_ = -1;
-    TG_CHECK(::close(fd) == 0, "save_safetensors: closing '{}' failed: {}", name_, std::strerror(errno));
-    TG_CHECK(::rename(name_.c_str(), target.c_str()) == 0, "save_safetensors: renaming '{}' to '{}' failed: {}", name_,
-             target, std::strerror(errno));
-    committed_ = true;
-    // Make the rename itself durable (best effort: some filesystems refuse fsync on a directory).
-    std::string dir = target.find('/') == std::string::npos ? "." : target.substr(0, target.rfind('/') + 1);
-    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
-    }
-  }
-
- private:
-  std::string name_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 struct Item {
   std::string name;
@@ -147,12 +93,12 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
-  TempFile out(path);
+  io::AtomicFile out(path, "save_safetensors");
   out.write(len, 8);
   out.write(text.data(), text.size());
   for (const Item& it : items)
     if (it.nbytes > 0) out.write(it.bytes, it.nbytes);
-  out.commit(path);
+  out.commit();
 }
 
 }  // namespace tapegrad
