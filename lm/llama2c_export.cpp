@@ -86,10 +86,7 @@ Llama2cExport export_llama2c(const nn::TransformerLM& model, const std::string& 
   // Every weight of the model by our parameter name.
   std::map<std::string, Source> weights;
   for (const auto& [name, t] : model.state_dict()) weights[name] = {name, t, nullptr};
-  if (model.token_embeddings->int8_weight)
-    weights["token_embeddings.weight"] = {"token_embeddings.weight", Tensor(), model.token_embeddings->int8_weight};
-  for (const auto& [prefix, linear] : model.named_linears())
-    if (linear->int8_weight) weights[prefix + ".weight"] = {prefix + ".weight", Tensor(), linear->int8_weight};
+  for (const auto& [prefix, q] : model.named_int8_weights()) weights[prefix + ".weight"] = {prefix + ".weight", Tensor(), q};
 
   const int64_t C = c.d_model, L = c.n_layers, H = c.n_heads, KVH = c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads;
   const int64_t V = c.vocab_size, T = c.context_length;

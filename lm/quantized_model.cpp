@@ -45,15 +45,6 @@ std::string checksum(const std::map<std::string, std::string>& meta, const std::
   return c.hex();
 }
 
-// Every int8 weight of the model by the prefix of its parameter name ("layers.0.attn.q_proj", "token_embeddings").
-std::map<std::string, std::shared_ptr<const kernels::Int8Matrix>> int8_weights(const nn::TransformerLM& model) {
-  std::map<std::string, std::shared_ptr<const kernels::Int8Matrix>> out;
-  if (model.token_embeddings->int8_weight) out["token_embeddings"] = model.token_embeddings->int8_weight;
-  for (const auto& [name, linear] : model.named_linears())
-    if (linear->int8_weight) out[name] = linear->int8_weight;
-  return out;
-}
-
 std::string str_field(const std::string& path, const std::map<std::string, std::string>& meta, const std::string& key) {
   const auto it = meta.find(key);
   TG_CHECK(it != meta.end(), "int8 model '{}': the metadata has no '{}'", path, key);
@@ -74,7 +65,7 @@ bool ends_with(const std::string& s, const char* suffix) { return s.ends_with(su
 
 void save_int8_model(const nn::TransformerLM& model, const std::string& path, int64_t step,
                      const optim::ConfigMap& extra) {
-  const auto weights = int8_weights(model);
+  const auto weights = model.named_int8_weights();
   TG_CHECK(!weights.empty(), "save_int8_model: '{}': the model has no int8 weights (quantize it first)", path);
   const int64_t group = weights.begin()->second->group;
   std::map<std::string, std::string> meta;
@@ -280,7 +271,7 @@ WeightCount count_weights(const nn::TransformerLM& model) {
     c.values += t.numel();
     c.bytes += t.numel() * int64_t(dtype_size(t.dtype()));
   }
-  for (const auto& [prefix, w] : int8_weights(model)) {
+  for (const auto& [prefix, w] : model.named_int8_weights()) {
     c.values += w->rows * w->cols;
     c.int8_values += w->rows * w->cols;
     c.bytes += w->bytes();

@@ -87,12 +87,15 @@ void TransformerLM::quantize_int8(int64_t group, bool keep_embeddings_float) {
 
 Device TransformerLM::device() const { return ln_final->weight.device(); }
 
-bool TransformerLM::is_int8() const {
-  if (token_embeddings->int8_weight) return true;
+std::map<std::string, std::shared_ptr<const kernels::Int8Matrix>> TransformerLM::named_int8_weights() const {
+  std::map<std::string, std::shared_ptr<const kernels::Int8Matrix>> out;
+  if (token_embeddings->int8_weight) out["token_embeddings"] = token_embeddings->int8_weight;
   for (const auto& [name, linear] : named_linears())
-    if (linear->int8_weight) return true;
-  return false;
+    if (linear->int8_weight) out[name] = linear->int8_weight;
+  return out;
 }
+
+bool TransformerLM::is_int8() const { return !named_int8_weights().empty(); }
 
 Tensor TransformerLM::forward(const Tensor& ids, KVCache& cache, bool last_only) const {
   TG_CHECK(ids.defined() && ids.dim() == 2, "TransformerLM: token ids must be [B, T]");

@@ -77,6 +77,8 @@ class TransformerLM : public Module {
   Device device() const;
   // Every Linear of the model by parameter prefix ("layers.0.attn.q_proj", …, "lm_head").
   std::vector<std::pair<std::string, std::shared_ptr<Linear>>> named_linears() const;
+  // Every int8 weight by the prefix of its parameter name ("token_embeddings", "layers.0.attn.q_proj", …).
+  std::map<std::string, std::shared_ptr<const kernels::Int8Matrix>> named_int8_weights() const;
 
   TransformerLMConfig config;
   std::shared_ptr<Embedding> token_embeddings;

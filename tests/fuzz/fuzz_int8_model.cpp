@@ -36,15 +36,6 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), size_t(ca.numel()) * dtype_size(ca.dtype())) == 0;
 }
 
-// Every int8 matrix of a model by prefix.
-std::map<std::string, const kernels::Int8Matrix*> int8_of(const nn::TransformerLM& m) {
-  std::map<std::string, const kernels::Int8Matrix*> out;
-  if (m.token_embeddings->int8_weight) out["token_embeddings"] = m.token_embeddings->int8_weight.get();
-  for (const auto& [name, l] : m.named_linears())
-    if (l->int8_weight) out[name] = l->int8_weight.get();
-  return out;
-}
-
 void check_model(const std::string& path, const fuzz::ScratchDir& scratch) {
   lm::InferenceModel m;
   try {
@@ -56,7 +47,7 @@ void check_model(const std::string& path, const fuzz::ScratchDir& scratch) {
   FUZZ_ASSERT(m.model && m.model->is_int8(), "read_int8_model returned no int8 model");
   FUZZ_ASSERT(m.int8_group >= 1, "group size " + std::to_string(m.int8_group));
   FUZZ_ASSERT(lm::is_int8_model_file(path), "is_int8_model_file is false for a file read_int8_model reads");
-  const auto weights = int8_of(*m.model);
+  const auto weights = m.model->named_int8_weights();
   for (const auto& [name, w] : weights) {
     FUZZ_ASSERT(w->group == m.int8_group, "'" + name + "' has another group size");
     kernels::check_int8_matrix(*w, "fuzz");  // throws (escapes: a crash) when the sizes disagree
@@ -71,10 +62,10 @@ void check_model(const std::string& path, const fuzz::ScratchDir& scratch) {
   FUZZ_ASSERT(r.info.step == m.info.step && r.info.extra == m.info.extra && r.int8_group == m.int8_group,
               "step, extra or group changed in a save/read round trip");
   FUZZ_ASSERT(r.model->config.to_config_map() == m.model->config.to_config_map(), "config changed in a round trip");
-  const auto weights2 = int8_of(*r.model);
+  const auto weights2 = r.model->named_int8_weights();
   FUZZ_ASSERT(weights2.size() == weights.size(), "int8 weights lost or gained in a round trip");
   for (const auto& [name, w] : weights) {
-    const kernels::Int8Matrix* w2 = weights2.at(name);
+    const auto& w2 = weights2.at(name);
     FUZZ_ASSERT(w2->rows == w->rows && w2->cols == w->cols && w2->q == w->q &&
                     std::memcmp(w2->scales.data(), w->scales.data(), 4 * w->scales.size()) == 0,
                 "'" + name + "' changed in a round trip");
