@@ -24,7 +24,8 @@ inline float bits_to_float(int32_t bits) {
 
 inline float fast_exp(float x) {
   const float hi = 88.72283935546875f, lo = -104.0f;  // e^hi ≈ FLT_MAX, e^lo < smallest denormal
-  const float xc = x > hi ? hi : (x < lo ? lo : x);
+  // NaN goes to lo here (then comes back as NaN at the end): converting a NaN n to int would be undefined.
+  const float xc = x > hi ? hi : (x >= lo ? x : lo);
   // round to nearest by adding and subtracting 1.5·2²³ (floorf does not vectorize under the
   // default -ftrapping-math); exact for |x·log₂e| < 2²²
   const float n = (xc * 1.44269504088896341f + 0x1.8p23f) - 0x1.8p23f;
