@@ -5,6 +5,7 @@
 # configure by itself when a CMakeLists.txt changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/ccache_env.sh
 args="-DCMAKE_BUILD_TYPE=Release $*"
 if [[ ! -f build/CMakeCache.txt || "$(cat build/.configure-args 2>/dev/null)" != "$args" ]]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null

@@ -12,8 +12,9 @@ packages=(build-essential cmake pkg-config libopenblas-openmp-dev catch2 libfmt-
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(python3-torch python3-numpy libtorch-dev) ;;
-    # scripts/test.sh: the clang build, its OpenMP runtime, and the sanitizer/libFuzzer runtimes.
-    --test) packages+=(clang-19 libomp-19-dev libclang-rt-19-dev) ;;
+    # scripts/test.sh: the clang build, its OpenMP runtime, the sanitizer/libFuzzer runtimes, and ccache
+    # (scripts/ccache_env.sh: rebuilds and later clones compile only what changed).
+    --test) packages+=(clang-19 libomp-19-dev libclang-rt-19-dev ccache) ;;
     *) echo "deps.sh: unknown argument $arg (use --bench and/or --test)" >&2; exit 2 ;;
   esac
 done

@@ -14,6 +14,7 @@ if [[ ${1:-} == --build-only ]]; then build_only=1; shift; fi
 seconds=${1:-60}
 [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] || { echo "usage: $0 [--build-only] [SECONDS per target, default 60]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/ccache_env.sh"
 build=$root/build-fuzz
 jobs=${TAPEGRAD_JOBS:-1}
 cxx=${TAPEGRAD_FUZZ_CXX:-clang++-19}

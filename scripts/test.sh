@@ -24,6 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/stages.sh
+source scripts/ccache_env.sh
 jobs=$(nproc)
 stages=${TAPEGRAD_TEST_STAGES:-all}
 want() { [[ $stages == all || ",$stages," == *",$1,"* ]]; }
