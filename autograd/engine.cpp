@@ -8,7 +8,9 @@
 //   3. for each entry: run its backward on the gathered gradient, undo broadcasting once
 //      (sum_to the input's shape), and accumulate into the input's entry or leaf .grad;
 //      then, unless retain_graph, free what it saved;
-//   4. leaves watched by a GradReadyHook (grad_hooks.h): step 1 counts the edges into each, step 3
+//   4. under RetainValuesGuard, each entry also keeps the gradient it received and the one it
+//      passed to each input (Node::retained_grad, retained_input_grads; graph.h draws them);
+//   5. leaves watched by a GradReadyHook (grad_hooks.h): step 1 counts the edges into each, step 3
 //      counts them down as entries run (or are skipped), and at zero the leaf's gradient is final.
 // Runs with grad mode off: backward functions call ordinary ops, which then record nothing.
 #include <algorithm>
@@ -60,6 +62,23 @@ Node::~Node() {
 }
 
 namespace {
+const Tensor kNotRetained;
+}  // namespace
+
+const Tensor& Node::retained_value() const { return retained_ ? retained_->value : kNotRetained; }
+const Tensor& Node::retained_grad() const { return retained_ ? retained_->grad : kNotRetained; }
+std::span<const Tensor> Node::retained_input_grads() const {
+  return retained_ ? std::span<const Tensor>(retained_->input_grads) : std::span<const Tensor>();
+}
+std::span<const Tensor> Node::retained_input_values() const {
+  return retained_ ? std::span<const Tensor>(retained_->input_values) : std::span<const Tensor>();
+}
+Node::Retained& Node::retained() {
+  if (!retained_) retained_ = std::make_unique<Retained>();
+  return *retained_;
+}
+
+namespace {
 
 // Anomaly mode: true when every value of a floating-point tensor is finite (other dtypes always are).
 bool all_finite(const Tensor& t) {
@@ -100,6 +119,16 @@ void attach(Node& node, std::span<const Tensor* const> inputs, Tensor& out) {
   }
   node.out_shape_ = out.shape();
   node.out_dtype_ = out.dtype();
+  if (RetainValuesMode::enabled()) {
+    // Detached copies (no grad_fn): the entry must not own its output's history (a cycle).
+    Node::Retained& r = node.retained();
+    r.value = out.detach();
+    r.input_values.assign(inputs.size(), Tensor());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i]->defined() || node.edges_[i].needs_grad()) continue;
+      r.input_values[i] = inputs[i]->detach();  // keeps the name
+    }
+  }
   out.impl()->requires_grad = true;
   TG_CHECK(!AnomalyMode::enabled() || all_finite(out), "anomaly detection: forward of {} produced a non-finite value",
            describe_entry(node));
@@ -211,7 +240,7 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
              "backward: a gradient can be implied only for a one-element output; this one has shape {} — pass a "
              "gradient of that shape",
              root.shape());
-    grad = ones(root.shape(), Options(root.dtype()).device(root.device()));
+    grad = ones(root.shape(), root.options());
   } else {
     TG_CHECK(grad.shape() == root.shape() && grad.dtype() == root.dtype(),
              "backward: the gradient {} {} does not match the tensor {} {}", grad.shape(), grad.dtype(),
@@ -266,6 +295,9 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
     }
   } clear_on_error{order};
   root.grad_fn()->pending_ = grad;
+  // Retained gradients share buffers with the ones in flight; that is safe because accumulate()
+  // and accumulate_into_leaf() only write in place into a tensor nobody else holds.
+  const bool retain = RetainValuesMode::enabled();
   for (Node* n : order) {
     Tensor g = std::move(n->pending_);
     n->pending_ = Tensor();
@@ -277,6 +309,11 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
              "backward: the tape entry '{}' (#{}) already ran backward and freed what it saved; call backward with "
              "retain_graph=true the first time to run it twice",
              n->name_, n->seq_);
+    if (retain) {
+      Node::Retained& r = n->retained();
+      r.grad = g;
+      r.input_grads.assign(n->edges_.size(), Tensor());
+    }
     GradInputs grads(n->edges_);
     try {
       n->backward(g, grads);
@@ -296,6 +333,7 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       Tensor gi = std::move(grads[i]);
       if (gi.shape() != e.shape) gi = detail::sum_to(gi, e.shape);
       if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
+      if (retain) n->retained_->input_grads[i] = gi;
       if (e.node) accumulate(e.node->pending_, std::move(gi));
       else accumulate_into_leaf(*e.leaf, std::move(gi));
     }

@@ -42,8 +42,14 @@ Tensor full(const Shape& shape, double value, Options options) {
 }
 Tensor zeros(const Shape& shape, Options options) { return full(shape, 0.0, options); }
 Tensor ones(const Shape& shape, Options options) { return full(shape, 1.0, options); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), Options(t.dtype()).device(t.device())); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), Options(t.dtype()).device(t.device())); }
+Tensor zeros_like(const Tensor& t) {
+  TG_CHECK(t.defined(), "zeros_like: undefined tensor");
+  return zeros(t.shape(), t.options());
+}
+Tensor ones_like(const Tensor& t) {
+  TG_CHECK(t.defined(), "ones_like: undefined tensor");
+  return ones(t.shape(), t.options());
+}
 Tensor scalar_tensor(double value, Options options) { return full({}, value, options); }
 
 Tensor arange(double end, Options options) { return arange(0.0, end, 1.0, options); }

@@ -54,3 +54,21 @@ class DetectAnomalyGuard {
 };
 
 }  // namespace tapegrad
+
+namespace tapegrad {
+
+// Retain-values mode (per thread, off by default; turned on by RetainValuesGuard, autograd/graph.h):
+// every tape entry recorded keeps a detached copy of its output value (and of its constant inputs),
+// and backward keeps, for every entry it runs, the gradient it received and the gradient it passed to
+// each input — what to_dot(…, {.values, .grads}) and to_html draw. Off, it costs one flag check when an
+// entry is recorded and one per backward.
+class RetainValuesMode {
+ public:
+  static bool enabled() { return enabled_; }
+  static void set_enabled(bool on) { enabled_ = on; }
+
+ private:
+  static inline thread_local bool enabled_ = false;
+};
+
+}  // namespace tapegrad

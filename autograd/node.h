@@ -14,6 +14,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -63,6 +64,21 @@ class Node {
   DType out_dtype() const { return out_dtype_; }
   bool released() const { return released_; }
 
+  // What RetainValuesGuard (autograd/graph.h) kept; each is undefined (or empty) when not kept.
+  //   retained_value():       the output's value when the entry was recorded (detached: no history)
+  //   retained_grad():        dL/d(output): everything backward gathered for this entry before running it
+  //   retained_input_grads(): per input slot, the gradient this entry passed to that input — its
+  //                           contribution, already summed to the input's shape (broadcasting undone);
+  //                           undefined for an input that needs no gradient or received zero
+  //   retained_input_values(): per input slot, the value of a constant input (an Edge with neither
+  //                           node nor leaf); undefined for the others (their values live in their
+  //                           own entry or leaf)
+  // They are released with the entry.
+  const Tensor& retained_value() const;
+  const Tensor& retained_grad() const;
+  std::span<const Tensor> retained_input_grads() const;
+  std::span<const Tensor> retained_input_values() const;
+
   // Computes the inputs' gradients from the output's gradient g.
   virtual void backward(const Tensor& g, GradInputs& grads) = 0;
   // Frees what the backward saved (after it ran, unless retain_graph).
@@ -76,12 +92,20 @@ class Node {
   friend void record(const char*, const std::vector<Tensor>&, Tensor&, F&&);
   friend void attach(Node&, std::span<const Tensor* const>, Tensor&);
 
+  // Allocated only under RetainValuesGuard: the off path stores one null pointer per entry.
+  struct Retained {
+    Tensor value, grad;
+    std::vector<Tensor> input_grads, input_values;  // one slot per input, or empty
+  };
+  Retained& retained();  // creates it on first use
+
   const char* name_;
   uint64_t seq_;
   InlineVector<Edge, 3> edges_;
   Shape out_shape_;
   DType out_dtype_ = kFloat32;
   bool released_ = false;
+  std::unique_ptr<Retained> retained_;
   // engine scratch: the gradient gathered so far for this entry's output, and a visit mark
   Tensor pending_;
   uint64_t mark_ = 0;

@@ -48,18 +48,17 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double s);  // a + s
 Tensor mul(const Tensor& a, double s);  // a · s
-Tensor neg(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor relu(const Tensor& x);
-Tensor silu(const Tensor& x);
-Tensor gelu(const Tensor& x);  // x·Φ(x) = ½x(1 + erf(x/√2)), the exact (erf) form
+// One function `Tensor name(const Tensor& x)` per row of the op table kernels/unary_ops.def whose
+// api is `unary`: neg, exp, log, sqrt, rsqrt, abs, sigmoid, tanh, relu, silu, gelu (the exact erf
+// form ½x(1 + erf(x/√2))), … — each op's formula and derivative are in kernels/unary_functors.h.
+#define TG_UNARY_FUNCTION_unary(name) Tensor name(const Tensor& x);
+#define TG_UNARY_FUNCTION_scalar(name)  // declared by hand above (pow, add, mul with a scalar)
+#define TG_UNARY(Functor, name, reads, api) TG_UNARY_FUNCTION_##api(name)
+#include "kernels/unary_ops.def"
+#undef TG_UNARY
+#undef TG_UNARY_FUNCTION_unary
+#undef TG_UNARY_FUNCTION_scalar
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
@@ -143,19 +142,21 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // ---- fused Transformer ops (autograd/ops/fused.cpp) ----
 // Each replaces a composition of the ops above with one kernel forward and one backward; the
 // composition is its reference (tests/test_fused_ops.cpp).
-// Mean cross-entropy of logits [N, V] against targets [N] (int64 or int32): the mean over the rows
-// whose target ≠ ignore_index of logsumexp(x_i) − x_i,t_i → 0-d (NaN when every row is ignored).
-// A target outside [0, V) that is not ignore_index is an error. Stable for logits of ±1e4.
-Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+// Mean cross-entropy of logits [..., V] against targets [...] (int64 or int32; logits' shape without
+// the last dim): the mean over the positions whose target ≠ ignore_index of logsumexp(x_i) − x_i,t_i
+// → 0-d (NaN when every position is ignored, as in PyTorch). A target outside [0, V) that is not
+// ignore_index is an error. Stable for logits of ±1e4. (Also nn::cross_entropy; its composition is
+// nn::cross_entropy_reference.)
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 // RMSNorm over the last dim: x [..., C], weight [C] → x / sqrt(mean(x²) + eps) ⊙ weight.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
 // The SwiGLU gate silu(a) ⊙ b, for a and b of one shape.
-Tensor swiglu_gate(const Tensor& a, const Tensor& b);
+Tensor swiglu(const Tensor& a, const Tensor& b);
 
 // ---- fused attention ops (autograd/ops/attention.cpp; references: nn/rope.cpp, nn/attention.cpp) ----
 // Rotary embedding: the pairs (2k, 2k+1) of row t of x [..., T, D] rotated by the angle whose
 // cos/sin are row positions[t] of the constant tables cos, sin [P, D/2]; positions int [T] in [0, P).
-Tensor rope_rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& positions);
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& positions);
 // Causal scaled dot-product attention: q [B, H, T, D], k, v [B, Hkv, T, D] (grouped-query when
 // Hkv < H: query head h reads kv head h / (H / Hkv)) → [B, H, T, D] (stored as [B, T, H, D]), where
 // query t attends to keys 0..t with weights softmax(scale · q·k). No [T, T] matrix is kept for backward.

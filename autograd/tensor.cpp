@@ -25,6 +25,11 @@ Tensor empty(const Shape& shape, Options options) {
   return t;
 }
 
+Tensor empty_like(const Tensor& x) {
+  TG_CHECK(x.defined(), "empty_like: undefined tensor");
+  return empty(x.shape(), x.options());
+}
+
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
   auto impl = detail::make_pooled<TensorImpl>();
   impl->storage = base.storage();
@@ -116,7 +121,7 @@ Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
   NoGradGuard no_grad;
   Tensor src = contiguous();
-  Tensor out = empty(shape(), Options(dtype()).device(d));
+  Tensor out = empty(shape(), options().device(d));
   const size_t bytes = static_cast<size_t>(numel()) * dtype_size(dtype());
   if (device().type == DeviceType::CPU) {
     detail::backend_of(out).copy_from_host(out.data_ptr(), src.data_ptr(), bytes);

@@ -70,6 +70,9 @@ class Tensor {
   int64_t numel() const { return impl_->shape.numel(); }
   DType dtype() const { return impl_->dtype; }
   Device device() const { return impl_->storage->device(); }
+  // This tensor's dtype and device (requires_grad false): zeros({n}, x.options()) is a new tensor
+  // of the same kind as x.
+  Options options() const { return Options(dtype()).device(device()); }
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
   // Pointer to the first element (host memory on CPU).
@@ -161,6 +164,8 @@ class Tensor {
 
 // A new tensor over fresh storage; contents uninitialized.
 Tensor empty(const Shape& shape, Options options = {});
+// A new contiguous tensor of x's shape, dtype and device; contents uninitialized.
+Tensor empty_like(const Tensor& x);
 // A view of `base`'s storage with the given geometry (no autograd record; ops use this).
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset);
 

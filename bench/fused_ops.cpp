@@ -1,8 +1,8 @@
 // fused_ops.cpp — the fused Transformer ops against the compositions they replace, at the sizes of
 // the tiny config (batch 8 × context 256 = 2048 rows; vocab 10000, d_model 512, d_ff 1344):
-//   cross-entropy   logits [2048, 10000] float32: cross_entropy_fused vs log_softmax + gather + masked mean
+//   cross-entropy   logits [2048, 10000] float32: cross_entropy vs log_softmax + gather + masked mean
 //   RMSNorm         x [2048, 512], weight [512]:  rms_norm vs x·rsqrt(mean(x²) + eps)·w
-//   SwiGLU gate     a, b [2048, 1344]:            swiglu_gate vs silu(a) * b
+//   SwiGLU gate     a, b [2048, 1344]:            swiglu vs silu(a) * b
 // For each: the forward alone (grad mode on, so what training pays) and forward + backward (from a
 // fixed random cotangent for RMSNorm and SwiGLU), as the
 // median of `reps` timed runs after one warm-up; fused and composition runs alternate, so load from
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
     const int64_t N = 2048, V = 10000;
     Tensor x = randn({N, V}, Options(kFloat32).requires_grad(), &g);
     Tensor t = randint(0, V, {N}, kInt64, &g);
-    time_pair("cross-entropy [2048, 10000] f32", reps, [&] { return cross_entropy_fused(x, t); },
+    time_pair("cross-entropy [2048, 10000] f32", reps, [&] { return cross_entropy(x, t); },
               [&] { return nn::cross_entropy_reference(x, t); }, {x});
   }
   {  // RMSNorm: backward from a fixed random cotangent
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
     Tensor a = randn({N, F}, Options(kFloat32).requires_grad(), &g);
     Tensor b = randn({N, F}, Options(kFloat32).requires_grad(), &g);
     Tensor cot = randn({N, F}, kFloat32, &g);
-    time_pair("SwiGLU gate [2048, 1344] f32", reps, [&] { return swiglu_gate(a, b); },
+    time_pair("SwiGLU gate [2048, 1344] f32", reps, [&] { return swiglu(a, b); },
               [&] { return silu(a) * b; }, {a, b}, cot);
   }
   return 0;

@@ -37,7 +37,7 @@ GradientSync::GradientSync(std::shared_ptr<Communicator> comm, std::vector<Tenso
   for (Bucket& b : buckets_) {
     const Tensor& first = params_[b.params.front()];
     const int64_t n = b.offsets.back() + params_[b.params.back()].numel();
-    b.flat = zeros({n}, Options(first.dtype()).device(first.device()));
+    b.flat = zeros({n}, first.options());
   }
   if (options_.overlap && comm_->world_size() > 1)
     hook_ = std::make_unique<GradReadyHook>(params_, [this](size_t i) { on_ready(i); });

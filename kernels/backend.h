@@ -28,15 +28,50 @@ struct TensorView {
   bool is_contiguous() const;
 };
 
-// Elementwise functions of one tensor. Param is the scalar of Pow / AddScalar / MulScalar.
-enum class UnaryOp : uint8_t { Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sigmoid, Tanh, Relu, Silu, Gelu, Pow, AddScalar, MulScalar };
-// Elementwise functions of two tensors. Comparisons write a Bool output.
-enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Eq, Ne, Lt, Le, Gt, Ge };
+// Elementwise functions of one tensor, one per row of kernels/unary_ops.def (Neg, Exp, …, Silu,
+// Gelu, Pow, AddScalar, MulScalar). Param is the scalar of Pow / AddScalar / MulScalar.
+enum class UnaryOp : uint8_t {
+#define TG_UNARY(Functor, name, reads, api) Functor,
+#include "kernels/unary_ops.def"
+#undef TG_UNARY
+};
+// How many rows unary_ops.def has; every array built from the table static_asserts its size against it.
+inline constexpr int kUnaryOpCount = 0
+#define TG_UNARY(Functor, name, reads, api) +1
+#include "kernels/unary_ops.def"
+#undef TG_UNARY
+    ;
+
+// Elementwise functions of two tensors, one per row of kernels/binary_ops.def (Add, Sub, Mul, Div,
+// Eq, Ne, Lt, Le, Gt, Ge). Comparisons write a Bool output.
+enum class BinaryOp : uint8_t {
+#define TG_BINARY(Functor, name, result) Functor,
+#include "kernels/binary_ops.def"
+#undef TG_BINARY
+};
+inline constexpr int kBinaryOpCount = 0
+#define TG_BINARY(Functor, name, result) +1
+#include "kernels/binary_ops.def"
+#undef TG_BINARY
+    ;
 enum class ReduceOp : uint8_t { Sum, Max, Min };
 
-const char* unary_op_name(UnaryOp op);
+const char* unary_op_name(UnaryOp op);  // the table's name column: "exp", "add_scalar", …
 const char* binary_op_name(BinaryOp op);
-inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+// True for the comparisons (result column `bool`), whose output is Bool.
+inline bool is_comparison(BinaryOp op) {
+  constexpr bool kIsBool[] = {
+#define TG_BINARY_RESULT_same false
+#define TG_BINARY_RESULT_bool true
+#define TG_BINARY(Functor, name, result) TG_BINARY_RESULT_##result,
+#include "kernels/binary_ops.def"
+#undef TG_BINARY
+#undef TG_BINARY_RESULT_same
+#undef TG_BINARY_RESULT_bool
+  };
+  static_assert(sizeof(kIsBool) == kBinaryOpCount, "one entry per row of kernels/binary_ops.def");
+  return kIsBool[static_cast<int>(op)];
+}
 
 // The scalars of one AdamW update (see Backend::adamw_update).
 struct AdamWStep {

@@ -1,7 +1,8 @@
 // binary_functors.h — every elementwise binary op written once and shared by the CPU and CUDA
 // elementwise templates (the binary counterpart of unary_functors.h).
 //   F::f(a, b)          the value: T for arithmetic, bool for comparisons
-//   F::kComparison      true for Eq … Ge, whose output tensor is Bool
+// One functor per row of kernels/binary_ops.def (the table of ops), with the same name.
+//   is_comparison_v<F>  true for Eq … Ge (result column `bool`), whose output tensor is Bool
 //   binary_result_t<F, T>  the output element type of F on inputs of type T
 #pragma once
 #include <type_traits>
@@ -20,64 +21,66 @@ namespace tapegrad::kernels::fn {
 
 // Arithmetic: the result is cast back to T (int32 + int32 stays int32, wrapping as the CPU does).
 struct Add {  // a + b
-  static constexpr bool kComparison = false;
   template <class T> TG_HD static T f(T a, T b) { return T(a + b); }
 };
 struct Sub {  // a − b
-  static constexpr bool kComparison = false;
   template <class T> TG_HD static T f(T a, T b) { return T(a - b); }
 };
 struct Mul {  // a · b
-  static constexpr bool kComparison = false;
   template <class T> TG_HD static T f(T a, T b) { return T(a * b); }
 };
 struct Div {  // a / b (integers: truncated toward zero)
-  static constexpr bool kComparison = false;
   template <class T> TG_HD static T f(T a, T b) { return T(a / b); }
 };
 // Comparisons: IEEE semantics (every comparison with NaN is false except Ne).
 struct Eq {
-  static constexpr bool kComparison = true;
   template <class T> TG_HD static bool f(T a, T b) { return a == b; }
 };
 struct Ne {
-  static constexpr bool kComparison = true;
   template <class T> TG_HD static bool f(T a, T b) { return a != b; }
 };
 struct Lt {
-  static constexpr bool kComparison = true;
   template <class T> TG_HD static bool f(T a, T b) { return a < b; }
 };
 struct Le {
-  static constexpr bool kComparison = true;
   template <class T> TG_HD static bool f(T a, T b) { return a <= b; }
 };
 struct Gt {
-  static constexpr bool kComparison = true;
   template <class T> TG_HD static bool f(T a, T b) { return a > b; }
 };
 struct Ge {
-  static constexpr bool kComparison = true;
   template <class T> TG_HD static bool f(T a, T b) { return a >= b; }
 };
 
-template <class F, class T>
-using binary_result_t = std::conditional_t<F::kComparison, bool, T>;
+// The result column of kernels/binary_ops.def, per functor.
+template <class F>
+struct is_comparison_functor;
+#define TG_BINARY_RESULT_same false
+#define TG_BINARY_RESULT_bool true
+#define TG_BINARY(Functor, name, result)  \
+  template <>                             \
+  struct is_comparison_functor<Functor> { \
+    static constexpr bool value = TG_BINARY_RESULT_##result; \
+  };
+#include "kernels/binary_ops.def"
+#undef TG_BINARY
+#undef TG_BINARY_RESULT_same
+#undef TG_BINARY_RESULT_bool
+template <class F>
+inline constexpr bool is_comparison_v = is_comparison_functor<F>::value;
 
-// Calls visit(Functor{}) for a BinaryOp.
+template <class F, class T>
+using binary_result_t = std::conditional_t<is_comparison_v<F>, bool, T>;
+
+// Calls visit(Functor{}) for a BinaryOp: one case per row of kernels/binary_ops.def.
 template <class V>
 TG_HD inline void visit_binary(BinaryOp op, V&& visit) {
   switch (op) {
-    case BinaryOp::Add: return visit(Add{});
-    case BinaryOp::Sub: return visit(Sub{});
-    case BinaryOp::Mul: return visit(Mul{});
-    case BinaryOp::Div: return visit(Div{});
-    case BinaryOp::Eq: return visit(Eq{});
-    case BinaryOp::Ne: return visit(Ne{});
-    case BinaryOp::Lt: return visit(Lt{});
-    case BinaryOp::Le: return visit(Le{});
-    case BinaryOp::Gt: return visit(Gt{});
-    case BinaryOp::Ge: return visit(Ge{});
+#define TG_BINARY(Functor, name, result) \
+  case BinaryOp::Functor:                \
+    return visit(Functor{});
+#include "kernels/binary_ops.def"
+#undef TG_BINARY
   }
 }
 

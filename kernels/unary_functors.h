@@ -3,6 +3,7 @@
 //   f(x, p)      the value y
 //   df(x, y, p)  dy/dx, given x and y = f(x) (using y where it is cheaper: exp, sigmoid, tanh)
 // p is the op's scalar (exponent of Pow, the constant of AddScalar / MulScalar).
+// One functor per row of kernels/unary_ops.def (the table of ops), with the same name.
 #pragma once
 #include <cmath>
 #include <type_traits>
@@ -106,24 +107,30 @@ struct MulScalar {  // y = p·x,  dy/dx = p
   template <class T> TG_HD static T df(T, T, T p) { return p; }
 };
 
-// Calls visit(Functor{}) for a UnaryOp.
+// Every row of kernels/unary_ops.def needs a functor above with a value and a derivative, each a
+// template on the element type T: f(x, p) and df(x, y, p). Checked here, once per row, so that a
+// missing one is a one-line error naming the op (before any kernel is instantiated).
+template <class F, class = void>
+struct has_value_and_derivative : std::false_type {};
+template <class F>
+struct has_value_and_derivative<F, std::void_t<decltype(F::f(0.0f, 0.0f)), decltype(F::df(0.0f, 0.0f, 0.0f)),
+                                               decltype(F::f(0.0, 0.0)), decltype(F::df(0.0, 0.0, 0.0))>>
+    : std::true_type {};
+#define TG_UNARY(Functor, name, reads, api)                                                    \
+  static_assert(has_value_and_derivative<Functor>::value, "kernels/unary_ops.def row " #Functor \
+                ": struct fn::" #Functor " needs f(x, p) and df(x, y, p) (kernels/unary_functors.h)");
+#include "kernels/unary_ops.def"
+#undef TG_UNARY
+
+// Calls visit(Functor{}) for a UnaryOp: one case per row of kernels/unary_ops.def.
 template <class V>
 TG_HD inline void visit_unary(UnaryOp op, V&& visit) {
   switch (op) {
-    case UnaryOp::Neg: return visit(Neg{});
-    case UnaryOp::Exp: return visit(Exp{});
-    case UnaryOp::Log: return visit(Log{});
-    case UnaryOp::Sqrt: return visit(Sqrt{});
-    case UnaryOp::Rsqrt: return visit(Rsqrt{});
-    case UnaryOp::Abs: return visit(Abs{});
-    case UnaryOp::Sigmoid: return visit(Sigmoid{});
-    case UnaryOp::Tanh: return visit(Tanh{});
-    case UnaryOp::Relu: return visit(Relu{});
-    case UnaryOp::Silu: return visit(Silu{});
-    case UnaryOp::Gelu: return visit(Gelu{});
-    case UnaryOp::Pow: return visit(Pow{});
-    case UnaryOp::AddScalar: return visit(AddScalar{});
-    case UnaryOp::MulScalar: return visit(MulScalar{});
+#define TG_UNARY(Functor, name, reads, api) \
+  case UnaryOp::Functor:                    \
+    return visit(Functor{});
+#include "kernels/unary_ops.def"
+#undef TG_UNARY
   }
 }
 

@@ -1,4 +1,6 @@
 // view.cpp — TensorView helpers and op names shared by every backend.
+#include <iterator>
+
 #include "kernels/backend.h"
 
 namespace tapegrad::kernels {
@@ -13,40 +15,25 @@ bool TensorView::is_contiguous() const {
   return true;
 }
 
+// The name column of kernels/unary_ops.def and kernels/binary_ops.def, indexed by the enum.
 const char* unary_op_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Neg: return "neg";
-    case UnaryOp::Exp: return "exp";
-    case UnaryOp::Log: return "log";
-    case UnaryOp::Sqrt: return "sqrt";
-    case UnaryOp::Rsqrt: return "rsqrt";
-    case UnaryOp::Abs: return "abs";
-    case UnaryOp::Sigmoid: return "sigmoid";
-    case UnaryOp::Tanh: return "tanh";
-    case UnaryOp::Relu: return "relu";
-    case UnaryOp::Silu: return "silu";
-    case UnaryOp::Gelu: return "gelu";
-    case UnaryOp::Pow: return "pow";
-    case UnaryOp::AddScalar: return "add_scalar";
-    case UnaryOp::MulScalar: return "mul_scalar";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {
+#define TG_UNARY(Functor, name, reads, api) #name,
+#include "kernels/unary_ops.def"
+#undef TG_UNARY
+  };
+  static_assert(std::size(kNames) == kUnaryOpCount, "one name per row of kernels/unary_ops.def");
+  return kNames[static_cast<int>(op)];
 }
 
 const char* binary_op_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::Add: return "add";
-    case BinaryOp::Sub: return "sub";
-    case BinaryOp::Mul: return "mul";
-    case BinaryOp::Div: return "div";
-    case BinaryOp::Eq: return "eq";
-    case BinaryOp::Ne: return "ne";
-    case BinaryOp::Lt: return "lt";
-    case BinaryOp::Le: return "le";
-    case BinaryOp::Gt: return "gt";
-    case BinaryOp::Ge: return "ge";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {
+#define TG_BINARY(Functor, name, result) #name,
+#include "kernels/binary_ops.def"
+#undef TG_BINARY
+  };
+  static_assert(std::size(kNames) == kBinaryOpCount, "one name per row of kernels/binary_ops.def");
+  return kNames[static_cast<int>(op)];
 }
 
 }  // namespace tapegrad::kernels

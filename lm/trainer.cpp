@@ -22,9 +22,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// The data generator's seed: a fixed offset from the initialisation seed, so the two streams differ.
-constexpr uint64_t kDataSeedOffset = 0x9e3779b97f4a7c15ULL;
-
 // Weight decay on matrices (embeddings, linear weights), none on vectors (RMSNorm gains).
 std::vector<optim::ParamGroup> param_groups(const nn::TransformerLM& model) {
   std::vector<Tensor> decay, no_decay;
@@ -122,7 +119,7 @@ Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, da
     : options_(std::move(options)),
       train_(train),
       val_(val),
-      data_gen_(options_.seed + kDataSeedOffset),
+      data_gen_(data_seed(options_.seed)),
       comm_(comm ? std::move(comm) : std::make_shared<dist::SingleProcess>()) {
   options_.validate();
   const int ranks = comm_->world_size();

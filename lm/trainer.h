@@ -45,6 +45,12 @@
 
 namespace tapegrad::lm {
 
+// The seed of the generator the Trainer draws its batches from: a fixed offset from TrainOptions::seed
+// (which initialises the model), so that the weights and the data order are different streams. A loop
+// written by hand that uses Generator(seed) for the model and Generator(data_seed(seed)) for get_batch
+// sees exactly the Trainer's batches (docs/learn/07_training_loop.md shows the two give equal losses).
+constexpr uint64_t data_seed(uint64_t seed) { return seed + 0x9e3779b97f4a7c15ULL; }
+
 struct TrainOptions {
   int64_t batch_size = 32;          // windows per micro-batch (B)
   int64_t grad_accum = 1;           // micro-batches per optimizer step

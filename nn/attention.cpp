@@ -18,7 +18,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     TG_CHECK(mask.dtype() == kBool, "scaled_dot_product_attention: mask must be bool (true = attend), got {}",
              mask.dtype());
     const Tensor neg_inf =
-        scalar_tensor(-std::numeric_limits<double>::infinity(), Options(scores.dtype()).device(scores.device()));
+        scalar_tensor(-std::numeric_limits<double>::infinity(), scores.options());
     scores = where(mask, scores, neg_inf);  // −∞ where the key is hidden
   }
   return matmul(softmax(scores, -1), v);  // [..., Tq, Tk] @ [..., Tk, Dv] → [..., Tq, Dv]

@@ -10,7 +10,7 @@
 // Grouped-query attention: query head h reads kv head h / (H / Hkv); done without copying K/V
 // by viewing q as [B, Hkv, G, T, D] against k, v [B, Hkv, 1, T, D].
 // Parameter names: q_proj, k_proj, v_proj, output_proj (CS336); Hugging Face: q/k/v/o_proj.
-// forward runs the fused ops (rope_rotate, causal_attention: no [T, T] matrix stored, heads split
+// forward runs the fused ops (rope, causal_attention: no [T, T] matrix stored, heads split
 // and merged as views); forward_reference is the composition above, its test oracle.
 #pragma once
 #include "nn/kv_cache.h"

@@ -1,5 +1,9 @@
-// encoder_decoder.cpp — construction, encode / decode / forward, and greedy decoding.
+// encoder_decoder.cpp — construction, encode / decode / forward, greedy decoding and sampling.
 #include "nn/encoder_decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace tapegrad::nn {
 
@@ -89,12 +93,77 @@ Tensor EncoderDecoder::forward(const Tensor& src, const Tensor& tgt) const {
   return decode(tgt, encode(src), padding_mask(src));
 }
 
+void SamplingOptions::validate() const {
+  TG_CHECK(std::isfinite(temperature) && temperature >= 0,
+           "sampling: temperature must be a finite number >= 0 (0: greedy), but is {}", temperature);
+  TG_CHECK(top_k >= 0, "sampling: top_k must be >= 0 (0: every token), but is {}", top_k);
+}
+
+int64_t sample_token(std::span<const double> z, const SamplingOptions& options, Generator& gen) {
+  options.validate();
+  TG_CHECK(!z.empty(), "sample_token: the logits are empty");
+  const int64_t V = static_cast<int64_t>(z.size());
+  double max_z = -std::numeric_limits<double>::infinity();
+  int64_t arg_max = -1;
+  for (int64_t i = 0; i < V; ++i) {
+    TG_CHECK(!std::isnan(z[i]) && z[i] != std::numeric_limits<double>::infinity(),
+             "sample_token: logit {} is {} (must be finite or -inf)", i, z[i]);
+    if (z[i] > max_z) max_z = z[i], arg_max = i;  // strict: the lowest id among equal maxima
+  }
+  TG_CHECK(arg_max >= 0, "sample_token: every logit is -inf");
+  if (options.temperature == 0 || options.top_k == 1) return arg_max;
+
+  // Which tokens stay: all, or the k highest logits (equal logits: the lower id first).
+  const bool truncate = options.top_k > 0 && options.top_k < V;
+  std::vector<bool> kept(static_cast<size_t>(V), !truncate);
+  if (truncate) {
+    std::vector<int64_t> order(static_cast<size_t>(V));
+    for (int64_t i = 0; i < V; ++i) order[static_cast<size_t>(i)] = i;
+    const auto higher = [&](int64_t a, int64_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
+    std::partial_sort(order.begin(), order.begin() + options.top_k, order.end(), higher);
+    for (int64_t r = 0; r < options.top_k; ++r) kept[static_cast<size_t>(order[static_cast<size_t>(r)])] = true;
+  }
+  // p_i ∝ exp((z_i − max z)/T) over the kept ids; one uniform u picks the first id (in id order)
+  // whose cumulative weight exceeds u · Σ weights. (−inf logits have weight 0: never picked.)
+  std::vector<double> w(static_cast<size_t>(V), 0.0);
+  double total = 0;
+  for (int64_t i = 0; i < V; ++i)
+    if (kept[static_cast<size_t>(i)]) total += w[static_cast<size_t>(i)] = std::exp((z[i] - max_z) / options.temperature);
+  const double target = gen.uniform() * total;
+  double cumulative = 0;
+  int64_t last_positive = arg_max;
+  for (int64_t i = 0; i < V; ++i) {
+    if (w[static_cast<size_t>(i)] <= 0) continue;
+    cumulative += w[static_cast<size_t>(i)];
+    last_positive = i;
+    if (cumulative > target) return i;
+  }
+  return last_positive;  // only reached through rounding when u is within an ulp of 1
+}
+
 Tensor EncoderDecoder::greedy_decode(const Tensor& src, int64_t bos_id, int64_t eos_id, int64_t max_new) const {
-  TG_CHECK(src.defined() && src.dim() == 2, "greedy_decode: source ids must be [B, S]");
-  TG_CHECK(max_new >= 1 && max_new + 1 <= config.max_len,
-           "greedy_decode: max_new_tokens {} must be in [1, max_len − 1 = {}]", max_new, config.max_len - 1);
+  return decode_loop(src, bos_id, eos_id, max_new, "greedy_decode", [](std::span<const double> z) {
+    return static_cast<int64_t>(std::max_element(z.begin(), z.end()) - z.begin());  // the first maximum
+  });
+}
+
+Tensor EncoderDecoder::sample_decode(const Tensor& src, int64_t bos_id, int64_t eos_id, int64_t max_new,
+                                     const SamplingOptions& options, Generator& gen) const {
+  options.validate();
+  return decode_loop(src, bos_id, eos_id, max_new, "sample_decode",
+                     [&](std::span<const double> z) { return sample_token(z, options, gen); });
+}
+
+Tensor EncoderDecoder::decode_loop(const Tensor& src, int64_t bos_id, int64_t eos_id, int64_t max_new,
+                                   const char* caller,
+                                   const std::function<int64_t(std::span<const double>)>& choose) const {
+  TG_CHECK(src.defined() && src.dim() == 2, "{}: source ids must be [B, S]", caller);
+  TG_CHECK(max_new >= 1 && max_new + 1 <= config.max_len, "{}: max_new_tokens {} must be in [1, max_len − 1 = {}]",
+           caller, max_new, config.max_len - 1);
+  TG_CHECK(bos_id >= 0 && bos_id < config.tgt_vocab_size && eos_id >= 0 && eos_id < config.tgt_vocab_size,
+           "{}: bos_id {} and eos_id {} must be target ids in [0, {})", caller, bos_id, eos_id, config.tgt_vocab_size);
   NoGradGuard no_grad;
-  const int64_t B = src.size(0);
+  const int64_t B = src.size(0), V = config.tgt_vocab_size;
   const int64_t fill = config.pad_id >= 0 ? config.pad_id : eos_id;
   Tensor memory = encode(src);
   Tensor memory_mask = padding_mask(src);
@@ -103,13 +172,16 @@ Tensor EncoderDecoder::greedy_decode(const Tensor& src, int64_t bos_id, int64_t 
   int64_t t = 1;
   while (t - 1 < max_new) {
     Tensor logits = decode(from_vector<int64_t>(seq, {B, t}), memory, memory_mask);  // [B, t, V]
-    std::vector<int64_t> next = argmax(logits.select(1, t - 1), -1).to_vector<int64_t>();  // [B]
+    const std::vector<double> last = logits.select(1, t - 1).to(kFloat64).to_vector<double>();  // [B, V]
     std::vector<int64_t> grown;
     grown.reserve(static_cast<size_t>(B * (t + 1)));
     bool all_done = true;
     for (int64_t b = 0; b < B; ++b) {
       grown.insert(grown.end(), seq.begin() + b * t, seq.begin() + (b + 1) * t);
-      const int64_t tok = done[static_cast<size_t>(b)] ? fill : next[static_cast<size_t>(b)];
+      const int64_t tok = done[static_cast<size_t>(b)]
+                              ? fill
+                              : choose(std::span<const double>(last).subspan(static_cast<size_t>(b * V),
+                                                                             static_cast<size_t>(V)));
       grown.push_back(tok);
       if (tok == eos_id) done[static_cast<size_t>(b)] = true;
       all_done = all_done && done[static_cast<size_t>(b)];

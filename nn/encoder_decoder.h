@@ -16,6 +16,8 @@
 // tgt_positions.weight], encoder_layers.{i}.…, decoder_layers.{i}.… (see the layer headers),
 // [encoder_norm.*, decoder_norm.*], lm_head.weight [V, C] (+ lm_head.bias).
 #pragma once
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "nn/embedding.h"
@@ -26,6 +28,26 @@
 namespace tapegrad::nn {
 
 enum class PositionalKind { Sinusoidal, Learned };
+
+// How sample_decode picks each next token from the logits z [V] of one row:
+//   temperature 0: the arg-max (greedy; the lowest id among equal logits), no random number used;
+//   otherwise p_i ∝ exp((z_i − max z)/temperature) over the kept tokens, where top_k > 0 keeps only
+//   the k highest logits (equal logits: the lower id first; exactly min(k, V) kept) and 0 keeps all.
+// Low temperatures sharpen the distribution towards greedy, high ones flatten it towards uniform.
+struct SamplingOptions {
+  double temperature = 1.0;  // finite, ≥ 0
+  int64_t top_k = 0;         // ≥ 0; 0: every token
+
+  // Throws tapegrad::Error naming the option, e.g. "sampling: temperature must be a finite number >= 0
+  // (0: greedy), but is -1" or "sampling: top_k must be >= 0 (0: every token), but is -2".
+  void validate() const;
+};
+
+// One draw from logits [V] (finite or −inf; NaN, +inf or all −inf is an error) with `options`.
+// Uses exactly one gen.uniform() unless temperature is 0 or top_k is 1 (both greedy): u ∈ [0, 1)
+// picks the first kept token, in id order, whose cumulative probability exceeds u. The same logits
+// and generator state give the same id on every machine.
+int64_t sample_token(std::span<const double> logits, const SamplingOptions& options, Generator& gen);
 
 struct EncoderDecoderConfig {
   int64_t src_vocab_size = 0;
@@ -72,6 +94,11 @@ class EncoderDecoder : public Module {
   // on the whole prefix at each step (no key/value cache): O(n²), fine for short outputs.
   // Call eval() first unless dropout should stay on.
   Tensor greedy_decode(const Tensor& src, int64_t bos_id, int64_t eos_id, int64_t max_new_tokens) const;
+  // The same loop, but each row's next token is drawn by sample_token(logits of its last position,
+  // options, gen), rows in order: temperature 0 (or top_k 1) gives greedy_decode's tokens. Same seed,
+  // same tokens. Throws tapegrad::Error for invalid options or arguments (before decoding anything).
+  Tensor sample_decode(const Tensor& src, int64_t bos_id, int64_t eos_id, int64_t max_new_tokens,
+                       const SamplingOptions& options, Generator& gen) const;
 
   EncoderDecoderConfig config;
   std::shared_ptr<Embedding> src_embeddings, tgt_embeddings;
@@ -85,6 +112,10 @@ class EncoderDecoder : public Module {
 
  private:
   Tensor add_positions(const Tensor& x, bool source) const;
+  // The decoding loop of greedy_decode and sample_decode: `choose` picks row b's next token from its
+  // logits [V] (float64).
+  Tensor decode_loop(const Tensor& src, int64_t bos_id, int64_t eos_id, int64_t max_new_tokens, const char* caller,
+                     const std::function<int64_t(std::span<const double>)>& choose) const;
 };
 
 }  // namespace tapegrad::nn

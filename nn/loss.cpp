@@ -1,5 +1,5 @@
-// loss.cpp — cross-entropy: the fused op for float logits, and the composition it is tested against
-// (log_softmax + gather + masked mean).
+// loss.cpp — cross_entropy_reference: cross-entropy as a composition (log_softmax + gather + masked
+// mean), the oracle the fused op tapegrad::cross_entropy (autograd/ops/fused.cpp) is tested against.
 #include "nn/loss.h"
 
 namespace tapegrad::nn {
@@ -18,13 +18,6 @@ int64_t check_args(const Tensor& logits, const Tensor& targets) {
 }
 
 }  // namespace
-
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
-  const int64_t V = check_args(logits, targets);
-  if (logits.dtype() != kFloat32 && logits.dtype() != kFloat64) return cross_entropy_reference(logits, targets, ignore_index);
-  // [..., V] → [N, V] (a view for contiguous logits); the kernel checks the targets' range.
-  return cross_entropy_fused(logits.reshape({-1, V}), targets.reshape({-1}), ignore_index);
-}
 
 Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
   const int64_t V = check_args(logits, targets);

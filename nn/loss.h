@@ -1,16 +1,16 @@
 // loss.h — cross_entropy(logits [..., V], targets [...] int, ignore_index = -100)
 //   = mean over the positions whose target ≠ ignore_index of −log_softmax(logits)[target].
-// For float32/float64 logits it runs the fused op (autograd/ops.h: cross_entropy_fused — one pass
-// over the logits forward, one backward, only the per-row log-sum-exp saved); the composition
-// (log_softmax + gather + masked mean) stays as cross_entropy_reference, its test oracle. Both
-// subtract the row max, so logits of ±1e4 are fine. No valid target → NaN (0/0), as in PyTorch.
+// It is the fused op tapegrad::cross_entropy (autograd/ops.h, autograd/ops/fused.cpp — one pass
+// over the logits forward, one backward, only the per-row log-sum-exp saved), also reachable as
+// nn::cross_entropy; the composition (log_softmax + gather + masked mean) stays here as
+// cross_entropy_reference, its test oracle. Both subtract the row max, so logits of ±1e4 are fine. No valid target → NaN (0/0), as in PyTorch.
 // A target outside [0, V) that is not ignore_index is a tapegrad::Error.
 #pragma once
 #include "autograd/tapegrad.h"
 
 namespace tapegrad::nn {
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+using tapegrad::cross_entropy;  // the fused op: one function, one name in every layer
 // The composition: correct by construction, the reference the fused op is tested against.
 Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 

@@ -43,8 +43,8 @@ Tensor RotaryEmbedding::forward(const Tensor& x, const Tensor& positions) const 
   const bool same_dtype = cos_table.dtype() == x.dtype();
   const Tensor c = same_dtype ? cos_table : cos_table.to(x.dtype());
   const Tensor s = same_dtype ? sin_table : sin_table.to(x.dtype());
-  // rope_rotate checks every position against the table (a clear error for too long a sequence)
-  return rope_rotate(x, c, s, positions);
+  // tapegrad::rope checks every position against the table (a clear error for too long a sequence)
+  return tapegrad::rope(x, c, s, positions);
 }
 
 Tensor RotaryEmbedding::forward_reference(const Tensor& x, const Tensor& positions) const {

@@ -5,7 +5,7 @@
 // cos/sin tables [max_seq_len, D/2] are built once (in float64, then cast) as non-persistent
 // buffers. Positions are explicit; one ≥ max_seq_len (or < 0) is a tapegrad::Error.
 // (Hugging Face Llama uses "rotate half" instead, with q/k projection rows permuted to match.)
-// forward runs the fused op rope_rotate (one pass each way) when positions are [T]; other position
+// forward runs the fused op rope (one pass each way) when positions are [T]; other position
 // shapes, and forward_reference, use the composition (views + elementwise ops), its test oracle.
 #pragma once
 #include "nn/module.h"

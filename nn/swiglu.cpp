@@ -1,4 +1,4 @@
-// swiglu.cpp — SwiGLU: three Linears and the fused gate silu(a)⊙b (swiglu_gate; the composition
+// swiglu.cpp — SwiGLU: three Linears and the fused gate silu(a)⊙b (swiglu; the composition
 // silu(a) * b is kept as forward_reference).
 #include "nn/swiglu.h"
 
@@ -16,7 +16,7 @@ SwiGLU::SwiGLU(int64_t d, int64_t f, DType dtype, Generator* gen) : d_model(d), 
 }
 
 Tensor SwiGLU::forward(const Tensor& x) const {
-  Tensor h = swiglu_gate(w1->forward(x), w3->forward(x));  // [..., F] = silu(w1 x) ⊙ w3 x
+  Tensor h = swiglu(w1->forward(x), w3->forward(x));  // [..., F] = silu(w1 x) ⊙ w3 x
   return w2->forward(h);                                    // [..., C]
 }
 

@@ -40,8 +40,8 @@ void AdamW::update(bool fused) {
     auto& st = param_state(i);
     if (st.empty()) {  // lazily created on the first update
       st.emplace("step", scalar_tensor(0.0, kFloat64));
-      st.emplace("exp_avg", zeros(p.shape(), Options(p.dtype()).device(p.device())));
-      st.emplace("exp_avg_sq", zeros(p.shape(), Options(p.dtype()).device(p.device())));
+      st.emplace("exp_avg", zeros_like(p));
+      st.emplace("exp_avg_sq", zeros_like(p));
     }
     Tensor& step_t = st.at("step");
     Tensor& m = st.at("exp_avg");

@@ -2,7 +2,7 @@
 # deps.sh — install what tapegrad needs from Debian's packages, and only what is missing.
 # Idempotent: a second run installs nothing. Used by scripts/test.sh, scripts/run.sh, bench/run.sh.
 # Usage: scripts/deps.sh [--bench] [--test]   (--bench: the PyTorch peers the benchmarks compare against;
-#   --test: what scripts/test.sh adds: clang-19, libomp-19-dev, libclang-rt-19-dev)
+#   --test: what scripts/test.sh adds: clang-19, libomp-19-dev, libclang-rt-19-dev, ccache, chromium)
 set -euo pipefail
 
 # libopenmpi-dev + openmpi-bin: data-parallel training (`mpirun -np N tapegrad train --distributed`,
@@ -12,9 +12,10 @@ packages=(build-essential cmake pkg-config libopenblas-openmp-dev catch2 libfmt-
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(python3-torch python3-numpy libtorch-dev) ;;
-    # scripts/test.sh: the clang build, its OpenMP runtime, the sanitizer/libFuzzer runtimes, and ccache
-    # (scripts/ccache_env.sh: rebuilds and later clones compile only what changed).
-    --test) packages+=(clang-19 libomp-19-dev libclang-rt-19-dev ccache) ;;
+    # scripts/test.sh: the clang build, its OpenMP runtime, the sanitizer/libFuzzer runtimes, ccache
+    # (scripts/ccache_env.sh: rebuilds and later clones compile only what changed), and chromium: the
+    # headless browser that runs the `tapegrad dot --html` page (tests/html_stepper_check.py).
+    --test) packages+=(clang-19 libomp-19-dev libclang-rt-19-dev ccache chromium) ;;
     *) echo "deps.sh: unknown argument $arg (use --bench and/or --test)" >&2; exit 2 ;;
   esac
 done

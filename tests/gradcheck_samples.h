@@ -422,15 +422,15 @@ inline std::vector<Sample> all_samples() {
              [](const Inputs& x) { return gather(x[0], 0, x[1]) * x[0]; });
 
   // ---------------- fused Transformer ops ----------------
-  add_sample("cross_entropy_fused", "mean CE of [4,5] logits, one row ignored (−100): dx = (softmax − onehot)/3",
+  add_sample("cross_entropy", "mean CE of [4,5] logits, one row ignored (−100): dx = (softmax − onehot)/3",
              [](Generator& g) { return Inputs{param({4, 5}, g), ids({1, -100, 4, 0}, {4})}; },
-             [](const Inputs& x) { return cross_entropy_fused(x[0], x[1]); });
-  add_sample("cross_entropy_fused", "CE of transposed [3,6] logits (column stride 3), ignore_index 2",
+             [](const Inputs& x) { return cross_entropy(x[0], x[1]); });
+  add_sample("cross_entropy", "CE of transposed [3,6] logits (column stride 3), ignore_index 2",
              [](Generator& g) { return Inputs{transposed_param(3, 6, g), ids({5, 2, 0}, {3})}; },
-             [](const Inputs& x) { return cross_entropy_fused(x[0], x[1], 2); });
-  add_sample("cross_entropy_fused", "CE · Σx: a non-unit incoming gradient; int32 targets",
+             [](const Inputs& x) { return cross_entropy(x[0], x[1], 2); });
+  add_sample("cross_entropy", "CE · Σx: a non-unit incoming gradient; int32 targets",
              [](Generator& g) { return Inputs{param({2, 3}, g), from_vector<int32_t>({2, 0}, {2})}; },
-             [](const Inputs& x) { return cross_entropy_fused(x[0], x[1]) * x[0].sum(); });
+             [](const Inputs& x) { return cross_entropy(x[0], x[1]) * x[0].sum(); });
   add_sample("rms_norm", "rms_norm of [2,3,5] with a random weight: dx = r·(gw − x·r²·mean(gw⊙x)), dw = Σ g⊙x·r",
              [](Generator& g) { return Inputs{param({2, 3, 5}, g), param({5}, g)}; },
              [](const Inputs& x) { return rms_norm(x[0], x[1], 1e-5); });
@@ -440,23 +440,23 @@ inline std::vector<Sample> all_samples() {
   add_sample("rms_norm", "rms_norm with only the weight requiring grad; output transposed",
              [](Generator& g) { return Inputs{constant({3, 4}, g), param({4}, g)}; },
              [](const Inputs& x) { return rms_norm(x[0], x[1], 1e-5).t(); });
-  add_sample("swiglu_gate", "silu(a)⊙b, [2,3]: da = g·b·σ(a)(1 + a(1−σ(a))), db = g·silu(a)",
+  add_sample("swiglu", "silu(a)⊙b, [2,3]: da = g·b·σ(a)(1 + a(1−σ(a))), db = g·silu(a)",
              [](Generator& g) { return Inputs{param({2, 3}, g), param({2, 3}, g)}; },
-             [](const Inputs& x) { return swiglu_gate(x[0], x[1]); });
-  add_sample("swiglu_gate", "transposed a, constant b; the same tensor as both a and b",
+             [](const Inputs& x) { return swiglu(x[0], x[1]); });
+  add_sample("swiglu", "transposed a, constant b; the same tensor as both a and b",
              [](Generator& g) { return Inputs{transposed_param(3, 4, g), constant({3, 4}, g)}; },
-             [](const Inputs& x) { return swiglu_gate(x[0], x[1]) + swiglu_gate(x[0], x[0]); });
-  add_sample("swiglu_gate", "constant a, parameter b: only db; the gradient reaching it is transposed",
+             [](const Inputs& x) { return swiglu(x[0], x[1]) + swiglu(x[0], x[0]); });
+  add_sample("swiglu", "constant a, parameter b: only db; the gradient reaching it is transposed",
              [](Generator& g) { return Inputs{constant({4, 3}, g), param({4, 3}, g)}; },
-             [](const Inputs& x) { return swiglu_gate(x[0], x[1]).t(); });
-  add_sample("rope_rotate", "RoPE of [2,3,4] at positions {4,0,2} of [5,2] tables: dx = rotation of g by −angle",
+             [](const Inputs& x) { return swiglu(x[0], x[1]).t(); });
+  add_sample("rope", "RoPE of [2,3,4] at positions {4,0,2} of [5,2] tables: dx = rotation of g by −angle",
              [](Generator& g) { return Inputs{param({2, 3, 4}, g), constant({5, 2}, g), constant({5, 2}, g),
                                               ids({4, 0, 2}, {3})}; },
-             [](const Inputs& x) { return rope_rotate(x[0], x[1], x[2], x[3]); });
-  add_sample("rope_rotate", "RoPE of a [1,2,3,4] view transposed from [1,3,2,4] (the head split); output transposed back",
+             [](const Inputs& x) { return rope(x[0], x[1], x[2], x[3]); });
+  add_sample("rope", "RoPE of a [1,2,3,4] view transposed from [1,3,2,4] (the head split); output transposed back",
              [](Generator& g) { return Inputs{param({1, 3, 2, 4}, g), constant({3, 2}, g), constant({3, 2}, g),
                                               ids({0, 1, 2}, {3})}; },
-             [](const Inputs& x) { return rope_rotate(x[0].transpose(1, 2), x[1], x[2], x[3]).transpose(1, 2); });
+             [](const Inputs& x) { return rope(x[0].transpose(1, 2), x[1], x[2], x[3]).transpose(1, 2); });
   add_sample("causal_attention", "causal attention, q k v [1,2,5,3], scale 0.7",
              [](Generator& g) { return Inputs{param({1, 2, 5, 3}, g), param({1, 2, 5, 3}, g), param({1, 2, 5, 3}, g)}; },
              [](const Inputs& x) { return causal_attention(x[0], x[1], x[2], 0.7); });

@@ -2,14 +2,19 @@
 # llama2c_check.sh TAPEGRAD WORKDIR SHARED_DIR — `tapegrad import llama2c` + `tapegrad generate --greedy`
 # must print exactly the text llama2.c's own run.c prints for stories260K.bin / tok512.bin at
 # temperature 0 (run.c built here from ../shared/bench/peers/llama2c/run.c with gcc).
-# Exit 77 (skipped) when gcc or the shared files are missing.
+# Exit 77 (skipped) when gcc or the shared files are missing (exit 1 under TAPEGRAD_REQUIRE_SHARED=1).
 set -eu
 tool=$1; work=$2; shared=$3
 model=$shared/data/llama2c/stories260K.bin
 tok=$shared/data/llama2c/tok512.bin
 runc=$shared/bench/peers/llama2c/run.c
 command -v gcc >/dev/null 2>&1 || { echo "SKIP: no gcc"; exit 77; }
-for f in "$model" "$tok" "$runc"; do [ -f "$f" ] || { echo "SKIP: $f is missing"; exit 77; }; done
+for f in "$model" "$tok" "$runc"; do
+  [ -f "$f" ] && continue
+  # CI (TAPEGRAD_REQUIRE_SHARED=1) must never skip a reference check: a missing fixture fails there.
+  if [ "${TAPEGRAD_REQUIRE_SHARED:-0}" = 1 ]; then echo "missing fixture $f (TAPEGRAD_REQUIRE_SHARED=1)"; exit 1; fi
+  echo "SKIP: $f is missing (../shared is not beside this clone)"; exit 77
+done
 mkdir -p "$work"
 gcc -O2 -o "$work/run" "$runc" -lm
 prompt="Once upon a time"

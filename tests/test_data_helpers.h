@@ -12,14 +12,15 @@
 
 #include "data/gpt2_files.h"
 #include "data/token_file.h"
+#include "tests/shared_fixture.h"
 
 namespace tapegrad::data::testing {
 
 inline std::string cs336_path(const std::string& relative) {
-  return std::string(TAPEGRAD_SHARED_DIR) + "/data/cs336/" + relative;
+  return tapegrad::testing::shared_path("data/cs336/" + relative);
 }
 inline std::string corpora_path(const std::string& name) {
-  return std::string(TAPEGRAD_SHARED_DIR) + "/data/corpora/" + name;
+  return tapegrad::testing::shared_path("data/corpora/" + name);
 }
 
 inline std::string read_all(const std::string& path) {

@@ -1,4 +1,4 @@
-// test_fused_attention.cpp — the fused attention-side ops (rope_rotate, causal_attention) and the
+// test_fused_attention.cpp — the fused attention-side ops (rope, causal_attention) and the
 // modules that run them, against their compositions (nn RotaryEmbedding::forward_reference,
 // CausalSelfAttention::forward_reference): values and every gradient, float32 and float64, several
 // query blocks (T > 64, not a multiple of 64), grouped-query heads, strided inputs, bad inputs.
@@ -46,7 +46,7 @@ std::pair<Tensor, std::vector<Tensor>> run(F f, const std::vector<Tensor>& input
 
 }  // namespace
 
-TEST_CASE("fused rope_rotate equals the RoPE composition, values and gradient", "[fused][rope]") {
+TEST_CASE("fused rope equals the RoPE composition, values and gradient", "[fused][rope]") {
   for (DType dt : {kFloat64, kFloat32}) {
     const double tol = dt == kFloat64 ? 1e-12 : 1e-5;
     Generator g(11);
@@ -65,15 +65,15 @@ TEST_CASE("fused rope_rotate equals the RoPE composition, values and gradient", 
   }
 }
 
-TEST_CASE("fused rope_rotate rejects positions outside the table and bad tables", "[fused][rope]") {
-  nn::RotaryEmbedding rope(10000.0, 4, 6);
+TEST_CASE("fused rope rejects positions outside the table and bad tables", "[fused][rope]") {
+  nn::RotaryEmbedding rotary(10000.0, 4, 6);
   Tensor x = zeros({1, 7, 4});
-  CHECK_THROWS_WITH(rope.forward(x, arange(7.0)), Catch::Contains("outside the table"));
-  CHECK_THROWS_WITH(rope_rotate(zeros({3, 4}), zeros({6, 3}), zeros({6, 3}), arange(3.0)),
+  CHECK_THROWS_WITH(rotary.forward(x, arange(7.0)), Catch::Contains("outside the table"));
+  CHECK_THROWS_WITH(rope(zeros({3, 4}), zeros({6, 3}), zeros({6, 3}), arange(3.0)),
                     Catch::Contains("must both be [P, D/2]"));
-  CHECK_THROWS_WITH(rope_rotate(zeros({3, 5}), zeros({6, 2}), zeros({6, 2}), arange(3.0)),
+  CHECK_THROWS_WITH(rope(zeros({3, 5}), zeros({6, 2}), zeros({6, 2}), arange(3.0)),
                     Catch::Contains("D even"));
-  CHECK_THROWS_WITH(rope_rotate(zeros({3, 4}), zeros({6, 2}), zeros({6, 2}), arange(2.0)),
+  CHECK_THROWS_WITH(rope(zeros({3, 4}), zeros({6, 2}), zeros({6, 2}), arange(2.0)),
                     Catch::Contains("positions must be"));
 }
 

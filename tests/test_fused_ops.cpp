@@ -1,4 +1,4 @@
-// test_fused_ops.cpp — the fused Transformer ops (cross_entropy_fused, rms_norm, swiglu_gate) against
+// test_fused_ops.cpp — the fused Transformer ops (cross_entropy, rms_norm, swiglu) against
 // the compositions they replace: values and gradients in float32 and float64, many shapes (V not a
 // multiple of 16, rows longer than the kernel's chunk), logits of ±1e4, ignored rows,
 // non-contiguous inputs, bad inputs, and the nn modules that now run them.
@@ -127,7 +127,7 @@ TEST_CASE("fused cross-entropy matches the composition: values and gradients", "
       INFO(name(dt) << " N " << c.N << " V " << c.V << " scale " << c.scale);
       const Tensor x = randn_leaf({c.N, c.V}, dt, 1000 + c.V, c.scale);
       const Tensor t = targets_for(c.N, c.V, 7 + c.N, c.ignore_every);
-      const Run fused = run([&](const auto& in) { return cross_entropy_fused(in[0], t); }, {x});
+      const Run fused = run([&](const auto& in) { return cross_entropy(in[0], t); }, {x});
       const Run ref = run([&](const auto& in) { return nn::cross_entropy_reference(in[0], t); }, {x});
       CHECK(fused.y.dtype() == dt);
       CHECK(fused.y.dim() == 0);
@@ -149,7 +149,7 @@ TEST_CASE("fused cross-entropy in float32 is as exact as float64 allows, also fo
     const Tensor x32 = randn_leaf({N, V}, kFloat32, 5, scale);
     const Tensor x64 = x32.detach().to(kFloat64).requires_grad_();  // the same values, exactly
     const Tensor t = targets_for(N, V, 6, 9);
-    const Run f32 = run([&](const auto& in) { return cross_entropy_fused(in[0], t); }, {x32});
+    const Run f32 = run([&](const auto& in) { return cross_entropy(in[0], t); }, {x32});
     const Run f64 = run([&](const auto& in) { return nn::cross_entropy_reference(in[0], t); }, {x64});
     CHECK(std::isfinite(f32.y.item()));
     CHECK_CLOSE(f32.y.to(kFloat64), f64.y, 0.0, 1e-6);
@@ -163,7 +163,7 @@ TEST_CASE("fused cross-entropy in float32 is as exact as float64 allows, also fo
   for (DType dt : {kFloat32, kFloat64}) {
     Tensor big = tensor({1e4, -1e4, 0.0, 1e4 - 1}, {1, 4}, dt);
     big.requires_grad_();
-    Tensor loss = cross_entropy_fused(big, from_vector<int64_t>({3}, {1}));
+    Tensor loss = cross_entropy(big, from_vector<int64_t>({3}, {1}));
     CHECK(loss.item() == Approx(1.0 + std::log1p(std::exp(-1.0))).epsilon(dt == kFloat32 ? 1e-6 : 1e-12));
     loss.backward();
     const auto g = big.grad().to_vector<double>();
@@ -183,13 +183,13 @@ TEST_CASE("fused cross-entropy on non-contiguous logits", "[fused]") {
     // transposed: a [19, 6] buffer seen as [6, 19] (column stride 6)
     Tensor xt = randn_leaf({19, 6}, dt, 11).detach().t();
     xt.requires_grad_();
-    const Run f = run([&](const auto& in) { return cross_entropy_fused(in[0], t); }, {xt});
+    const Run f = run([&](const auto& in) { return cross_entropy(in[0], t); }, {xt});
     const Run r = run([&](const auto& in) { return nn::cross_entropy_reference(in[0], t); }, {xt});
     CHECK_CLOSE(f.y, r.y, 0.0, rtol);
     CHECK_CLOSE(f.grads[0], r.grads[0], 1e-12, gtol);
     // row stride larger than V (a narrowed view of wider rows), inside fn so the gradient flows through narrow
     const Tensor wide = randn_leaf({6, 40}, dt, 12);
-    const Run fn = run([&](const auto& in) { return cross_entropy_fused(in[0].narrow(1, 3, 19), t); }, {wide});
+    const Run fn = run([&](const auto& in) { return cross_entropy(in[0].narrow(1, 3, 19), t); }, {wide});
     const Run rn = run([&](const auto& in) { return nn::cross_entropy_reference(in[0].narrow(1, 3, 19), t); }, {wide});
     CHECK_CLOSE(fn.y, rn.y, 0.0, rtol);
     CHECK_CLOSE(fn.grads[0], rn.grads[0], 1e-12, gtol);
@@ -199,7 +199,7 @@ TEST_CASE("fused cross-entropy on non-contiguous logits", "[fused]") {
 TEST_CASE("fused cross-entropy: ignore_index rows get zero gradient, all ignored is NaN", "[fused]") {
   Tensor x = randn_leaf({4, 6}, kFloat64, 21);
   const Tensor t = from_vector<int64_t>({2, 7, 7, 0}, {4});  // ignore_index 7 (≥ V: allowed as the ignore value)
-  Tensor loss = cross_entropy_fused(x, t, 7);
+  Tensor loss = cross_entropy(x, t, 7);
   loss.backward();
   const auto g = x.grad().to_vector<double>();
   for (int j = 0; j < 6; ++j) {
@@ -212,7 +212,7 @@ TEST_CASE("fused cross-entropy: ignore_index rows get zero gradient, all ignored
   // every row ignored: NaN (0/0) like the composition, and zero gradients
   Tensor y = randn_leaf({3, 5}, kFloat32, 22);
   const Tensor all = from_vector<int64_t>({-100, -100, -100}, {3});
-  Tensor nan_loss = cross_entropy_fused(y, all);
+  Tensor nan_loss = cross_entropy(y, all);
   CHECK(std::isnan(nan_loss.item()));
   CHECK(std::isnan(nn::cross_entropy_reference(y, all).item()));
   nan_loss.backward();
@@ -221,28 +221,28 @@ TEST_CASE("fused cross-entropy: ignore_index rows get zero gradient, all ignored
   for (DType dt : {kFloat32, kFloat64}) {
     const double inf = std::numeric_limits<double>::infinity();
     const Tensor t2 = from_vector<int64_t>({0, 1}, {2});
-    CHECK(std::isnan(cross_entropy_fused(tensor({0.5, std::nan(""), 1.0, 2.0}, {2, 2}, dt), t2).item()));
+    CHECK(std::isnan(cross_entropy(tensor({0.5, std::nan(""), 1.0, 2.0}, {2, 2}, dt), t2).item()));
     CHECK(std::isnan(nn::cross_entropy_reference(tensor({0.5, std::nan(""), 1.0, 2.0}, {2, 2}, dt), t2).item()));
     // a NaN in a first chunk that holds nothing else, then finite logits: still NaN
     std::vector<double> row(5000, 0.25);
     row[3] = std::nan("");
     for (int j = 0; j < 2048; ++j)
       if (j != 3) row[j] = -inf;
-    CHECK(std::isnan(cross_entropy_fused(tensor(row, {1, 5000}, dt), from_vector<int64_t>({4000}, {1})).item()));
+    CHECK(std::isnan(cross_entropy(tensor(row, {1, 5000}, dt), from_vector<int64_t>({4000}, {1})).item()));
     const Tensor masked = tensor({0.5, -inf, -inf, 2.0}, {2, 2}, dt);
-    CHECK(cross_entropy_fused(masked, t2).item() == 0.0);
+    CHECK(cross_entropy(masked, t2).item() == 0.0);
     CHECK(nn::cross_entropy_reference(masked, t2).item() == 0.0);
   }
 }
 
 TEST_CASE("fused cross-entropy: bad targets and inputs are errors, and nothing is written", "[fused]") {
   const Tensor x = randn_leaf({3, 5}, kFloat32, 31);
-  CHECK_THROWS_WITH(cross_entropy_fused(x, from_vector<int64_t>({1, 5, 0}, {3})), Catch::Contains("out of range"));
-  CHECK_THROWS_WITH(cross_entropy_fused(x, from_vector<int64_t>({1, -1, 0}, {3})), Catch::Contains("out of range"));
-  CHECK_THROWS_AS(cross_entropy_fused(x, from_vector<int64_t>({1, 2}, {2})), Error);              // wrong N
-  CHECK_THROWS_AS(cross_entropy_fused(x, tensor({1, 2, 0}, {3}, kFloat32)), Error);             // float targets
-  CHECK_THROWS_AS(cross_entropy_fused(x.reshape({3, 5, 1}), from_vector<int64_t>({1, 2, 0}, {3})), Error);  // 3-D
-  CHECK_THROWS_AS(cross_entropy_fused(from_vector<int64_t>({1, 2}, {1, 2}), from_vector<int64_t>({0}, {1})), Error);
+  CHECK_THROWS_WITH(cross_entropy(x, from_vector<int64_t>({1, 5, 0}, {3})), Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(cross_entropy(x, from_vector<int64_t>({1, -1, 0}, {3})), Catch::Contains("out of range"));
+  CHECK_THROWS_AS(cross_entropy(x, from_vector<int64_t>({1, 2}, {2})), Error);              // wrong N
+  CHECK_THROWS_AS(cross_entropy(x, tensor({1, 2, 0}, {3}, kFloat32)), Error);             // float targets
+  CHECK_THROWS_AS(cross_entropy(x.reshape({3, 5, 1}), from_vector<int64_t>({1, 2, 0}, {3})), Error);  // 3-D
+  CHECK_THROWS_AS(cross_entropy(from_vector<int64_t>({1, 2}, {1, 2}), from_vector<int64_t>({0}, {1})), Error);
   // the kernel checks every target before it writes: loss and lse keep their values
   Tensor loss = full({}, 7.0, kFloat32), lse = full({3}, 7.0, kFloat64);
   const Tensor bad = from_vector<int64_t>({1, 2, 9}, {3});
@@ -267,7 +267,7 @@ TEST_CASE("nn::cross_entropy runs the fused op and matches its reference on [B, 
     bool fused_on_tape = false;
     const Tensor loss = nn::cross_entropy(x, t);  // alive while its tape entries are read
     for (const Node* n : tape_entries(loss))
-      fused_on_tape = fused_on_tape || std::string(n->name()) == "cross_entropy_fused";
+      fused_on_tape = fused_on_tape || std::string(n->name()) == "cross_entropy";
     CHECK(fused_on_tape);
   }
 }
@@ -348,9 +348,9 @@ TEST_CASE("fused rms_norm and cross-entropy give the same bits on 1 and 2 thread
   const Tensor logits = randn_leaf({512, 700}, kFloat32, 64);
   const Tensor t = targets_for(512, 700, 65, 5);
   set_num_threads(1);
-  const Run ce1 = run([&](const auto& in) { return cross_entropy_fused(in[0], t); }, {logits});
+  const Run ce1 = run([&](const auto& in) { return cross_entropy(in[0], t); }, {logits});
   set_num_threads(2);
-  const Run ce2 = run([&](const auto& in) { return cross_entropy_fused(in[0], t); }, {logits});
+  const Run ce2 = run([&](const auto& in) { return cross_entropy(in[0], t); }, {logits});
   set_num_threads(before);
   CHECK(ce1.y.item() == ce2.y.item());
   CHECK(ce1.grads[0].to_vector<float>() == ce2.grads[0].to_vector<float>());
@@ -366,13 +366,13 @@ TEST_CASE("fused rms_norm and cross-entropy give the same bits on 1 and 2 thread
 
 // ---------------------------------------------------------------- SwiGLU gate
 
-TEST_CASE("fused swiglu_gate matches silu(a) * b: values and gradients", "[fused]") {
+TEST_CASE("fused swiglu matches silu(a) * b: values and gradients", "[fused]") {
   const std::vector<Shape> shapes = {{}, {7}, {3, 33}, {2, 5, 17}, {64, 1000}};
   for (DType dt : {kFloat32, kFloat64}) {
     for (const Shape& s : shapes) {
       INFO(name(dt) << " " << fmt::format("{}", s));
       const Tensor a = randn_leaf(s, dt, 300 + s.numel(), 3.0), b = randn_leaf(s, dt, 400 + s.numel());
-      const Run f = run([&](const auto& in) { return swiglu_gate(in[0], in[1]); }, {a, b});
+      const Run f = run([&](const auto& in) { return swiglu(in[0], in[1]); }, {a, b});
       const Run r = run([&](const auto& in) { return silu(in[0]) * in[1]; }, {a, b});
       CHECK_CLOSE(f.y, r.y, 0.0, 0.0);  // the same functor: bit-identical
       CHECK_CLOSE(f.grads[0], r.grads[0], 0.0, 0.0);
@@ -381,7 +381,7 @@ TEST_CASE("fused swiglu_gate matches silu(a) * b: values and gradients", "[fused
   }
 }
 
-TEST_CASE("fused swiglu_gate on non-contiguous inputs and with one input requiring grad", "[fused]") {
+TEST_CASE("fused swiglu on non-contiguous inputs and with one input requiring grad", "[fused]") {
   for (DType dt : {kFloat32, kFloat64}) {
     INFO(name(dt));
     const double tol = dt == kFloat32 ? 1e-6 : 1e-14;
@@ -389,7 +389,7 @@ TEST_CASE("fused swiglu_gate on non-contiguous inputs and with one input requiri
     at.requires_grad_();
     const Tensor b = randn_leaf({6, 9}, dt, 72);
     {
-      const Run f = run([&](const auto& in) { return swiglu_gate(in[0], in[1]); }, {at, b});
+      const Run f = run([&](const auto& in) { return swiglu(in[0], in[1]); }, {at, b});
       const Run r = run([&](const auto& in) { return silu(in[0]) * in[1]; }, {at, b});
       CHECK_CLOSE(f.y, r.y, tol, tol);
       CHECK_CLOSE(f.grads[0], r.grads[0], tol, tol);
@@ -398,7 +398,7 @@ TEST_CASE("fused swiglu_gate on non-contiguous inputs and with one input requiri
     {  // step-2 slices of wider leaves, output transposed (a strided incoming gradient)
       const Tensor aw = randn_leaf({6, 18}, dt, 73), bw = randn_leaf({6, 18}, dt, 74);
       auto sl = [](const Tensor& t) { return t.slice(1, 0, 18, 2); };
-      const Run f = run([&](const auto& in) { return swiglu_gate(sl(in[0]), sl(in[1])).t(); }, {aw, bw});
+      const Run f = run([&](const auto& in) { return swiglu(sl(in[0]), sl(in[1])).t(); }, {aw, bw});
       const Run r = run([&](const auto& in) { return (silu(sl(in[0])) * sl(in[1])).t(); }, {aw, bw});
       CHECK_CLOSE(f.y, r.y, tol, tol);
       CHECK_CLOSE(f.grads[0], r.grads[0], tol, tol);
@@ -406,17 +406,17 @@ TEST_CASE("fused swiglu_gate on non-contiguous inputs and with one input requiri
     }
     {  // only a / only b
       const Tensor bc = b.detach(), ac = at.detach();
-      const Run fa = run([&](const auto& in) { return swiglu_gate(in[0], bc); }, {at});
+      const Run fa = run([&](const auto& in) { return swiglu(in[0], bc); }, {at});
       const Run ra = run([&](const auto& in) { return silu(in[0]) * bc; }, {at});
       CHECK_CLOSE(fa.grads[0], ra.grads[0], tol, tol);
-      const Run fb = run([&](const auto& in) { return swiglu_gate(ac, in[0]); }, {b});
+      const Run fb = run([&](const auto& in) { return swiglu(ac, in[0]); }, {b});
       const Run rb = run([&](const auto& in) { return silu(ac) * in[0]; }, {b});
       CHECK_CLOSE(fb.grads[0], rb.grads[0], tol, tol);
     }
   }
-  CHECK_THROWS_AS(swiglu_gate(ones({2, 3}), ones({3})), Error);                  // no broadcasting
-  CHECK_THROWS_AS(swiglu_gate(ones({2, 3}), ones({2, 3}, kFloat64)), Error);     // dtype mismatch
-  CHECK_THROWS_AS(swiglu_gate(from_vector<int64_t>({1}, {1}), from_vector<int64_t>({1}, {1})), Error);
+  CHECK_THROWS_AS(swiglu(ones({2, 3}), ones({3})), Error);                  // no broadcasting
+  CHECK_THROWS_AS(swiglu(ones({2, 3}), ones({2, 3}, kFloat64)), Error);     // dtype mismatch
+  CHECK_THROWS_AS(swiglu(from_vector<int64_t>({1}, {1}), from_vector<int64_t>({1}, {1})), Error);
 }
 
 // ---------------------------------------------------------------- the nn modules
@@ -455,6 +455,6 @@ TEST_CASE("nn::RMSNorm and nn::SwiGLU run the fused ops and match their composit
     const Tensor y = ffn(norm(x));  // alive while its tape entries are read
     for (const Node* n : tape_entries(y)) names.emplace_back(n->name());
     CHECK(std::count(names.begin(), names.end(), "rms_norm") == 1);
-    CHECK(std::count(names.begin(), names.end(), "swiglu_gate") == 1);
+    CHECK(std::count(names.begin(), names.end(), "swiglu") == 1);
   }
 }

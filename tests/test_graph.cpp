@@ -1,5 +1,7 @@
 // test_graph.cpp — looking at the tape: tape_entries / tape_string list the entries in recording
-// order with their names and inputs; to_dot is valid-looking Graphviz (rendered when `dot` exists).
+// order with their names and inputs; to_dot is valid-looking Graphviz (rendered when `dot` exists);
+// RetainValuesGuard keeps the values and gradients a hand computation gives, and frees them with the
+// graph; to_dot's value labels and to_html's page data show exactly those numbers.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -7,6 +9,8 @@
 #include <fstream>
 #include <string>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "autograd/node.h"
 #include "autograd/tapegrad.h"
@@ -143,4 +147,276 @@ TEST_CASE("to_dot output renders with Graphviz when it is installed", "[graph]")
   CHECK(text.find("quoted") != std::string::npos);
   std::remove((base + ".dot").c_str());
   std::remove((base + ".svg").c_str());
+}
+
+// ---- values and gradients on the graph (RetainValuesGuard, to_dot with DotOptions, to_html) ----
+
+namespace {
+
+// Lines of DOT labels starting with `what` ("data " / "grad "): they follow a \n or a \l.
+size_t label_lines(const std::string& dot, const std::string& what) {
+  return count(dot, "\\n" + what) + count(dot, "\\l" + what);
+}
+
+std::vector<double> values_of(const Tensor& t) {
+  const Tensor c = t.to(kFloat64).contiguous();
+  return std::vector<double>(c.data<double>(), c.data<double>() + c.numel());
+}
+
+}  // namespace
+
+TEST_CASE("without RetainValuesGuard nothing is kept", "[graph]") {
+  CHECK_FALSE(RetainValuesMode::enabled());
+  Graph g;
+  g.loss.backward();
+  for (const Node* n : tape_entries(g.loss)) {
+    CHECK_FALSE(n->retained_value().defined());
+    CHECK_FALSE(n->retained_grad().defined());
+    CHECK(n->retained_input_grads().empty());
+    CHECK(n->retained_input_values().empty());
+  }
+  // asking for values then shows only what leaves hold: w's value and .grad
+  const std::string d = to_dot(g.loss, {.values = true, .grads = true});
+  INFO(d);
+  CHECK(label_lines(d, "data ") == 1);
+  CHECK(label_lines(d, "grad ") == 1);
+  CHECK(d.find("data [1, 2, 3]") != std::string::npos);
+  CHECK(d.find("grad [232, 290, 348]") != std::string::npos);
+}
+
+TEST_CASE("RetainValuesGuard keeps every entry's value and the gradients a hand computation gives", "[graph]") {
+  // loss = a², a = s − 3, s = Σ m, m = w·x with w = [1, 2, 3], x = [4, 5, 6]:
+  //   m = [4, 10, 18], s = 32, a = 29, loss = 841
+  //   dL/dL = 1; dL/da = 2a = 58; dL/ds = 58 · 1; dL/dm = 58 · [1, 1, 1]; dL/dw = dL/dm · x = [232, 290, 348]
+  RetainValuesGuard keep;
+  CHECK(RetainValuesMode::enabled());
+  Graph g;
+  g.loss.backward();
+  const auto e = tape_entries(g.loss);  // mul, sum, add_scalar, pow
+  REQUIRE(e.size() == 4);
+  CHECK(values_of(e[0]->retained_value()) == std::vector<double>{4, 10, 18});
+  CHECK(e[1]->retained_value().item<double>() == 32);
+  CHECK(e[2]->retained_value().item<double>() == 29);
+  CHECK(e[3]->retained_value().item<double>() == 841);
+  CHECK_FALSE(e[3]->retained_value().requires_grad());  // detached: no history, no cycle
+  CHECK(e[3]->retained_grad().item<double>() == 1);
+  CHECK(e[2]->retained_grad().item<double>() == 58);
+  CHECK(e[1]->retained_grad().item<double>() == 58);
+  CHECK(values_of(e[0]->retained_grad()) == std::vector<double>{58, 58, 58});
+  // what each entry passed to each input: the same numbers, one slot per input
+  REQUIRE(e[3]->retained_input_grads().size() == 1);
+  CHECK(e[3]->retained_input_grads()[0].item<double>() == 58);
+  REQUIRE(e[0]->retained_input_grads().size() == 2);
+  CHECK(values_of(e[0]->retained_input_grads()[0]) == std::vector<double>{232, 290, 348});
+  CHECK_FALSE(e[0]->retained_input_grads()[1].defined());  // x is a constant
+  CHECK(values_of(g.w.grad()) == std::vector<double>{232, 290, 348});
+  // the constant input's value is kept (with its name) in the entry that used it
+  REQUIRE(e[0]->retained_input_values().size() == 2);
+  CHECK_FALSE(e[0]->retained_input_values()[0].defined());  // w: a leaf, its value is w itself
+  CHECK(values_of(e[0]->retained_input_values()[1]) == std::vector<double>{4, 5, 6});
+  CHECK(e[0]->retained_input_values()[1].name() == "x");
+
+  // an intermediate gradient against finite differences: dL/da at a = 29
+  const double h = 1e-6, fd = ((29 + h) * (29 + h) - (29 - h) * (29 - h)) / (2 * h);
+  CHECK(e[2]->retained_grad().item<double>() == Approx(fd).epsilon(1e-6));
+}
+
+TEST_CASE("retained contributions are summed to the input's shape and accumulate correctly", "[graph]") {
+  Tensor b = tensor({0.5}, Options(kFloat64).requires_grad());
+  Tensor v = tensor({1, 2, 3, 4}, Options(kFloat64).requires_grad());
+  Tensor plain_b_grad, plain_v_grad;
+  auto build = [&] {
+    Tensor h = exp(v + b);                 // [4], b broadcast
+    return (h * h + h).sum();              // h reaches backward three times (two slots of mul, add)
+  };
+  {
+    Tensor loss = build();
+    loss.backward();
+    plain_b_grad = b.grad().clone();
+    plain_v_grad = v.grad().clone();
+    b.zero_grad();
+    v.zero_grad();
+  }
+  RetainValuesGuard keep;
+  Tensor loss = build();
+  loss.backward();
+  // the same gradients as without the guard (retained copies must not be written into)
+  CHECK(values_of(b.grad()) == values_of(plain_b_grad));
+  CHECK(values_of(v.grad()) == values_of(plain_v_grad));
+  const auto e = tape_entries(loss);  // add, exp, mul, add, sum
+  REQUIRE(e.size() == 5);
+  const Node& add_vb = *e[0];
+  REQUIRE(add_vb.retained_input_grads().size() == 2);
+  CHECK(add_vb.retained_input_grads()[1].shape() == Shape{1});  // b's share: summed over the 4 elements
+  CHECK(add_vb.retained_input_grads()[1].item<double>() == Approx(values_of(b.grad())[0]));
+  // exp's output received mul's two contributions (h·g each) and add's (g): 2h + 1
+  const std::vector<double> hv = values_of(e[1]->retained_value());
+  const Node& mul = *e[2];
+  for (int slot = 0; slot < 2; ++slot) CHECK(values_of(mul.retained_input_grads()[slot]) == hv);
+  const std::vector<double> gh = values_of(e[1]->retained_grad());
+  for (size_t i = 0; i < hv.size(); ++i) CHECK(gh[i] == Approx(2 * hv[i] + 1));
+}
+
+TEST_CASE("RetainValuesGuard: nested guards restore, retained tensors die with the graph", "[graph]") {
+  std::weak_ptr<TensorImpl> value, grad, contribution;
+  {
+    RetainValuesGuard keep;
+    {
+      RetainValuesGuard off(false);
+      CHECK_FALSE(RetainValuesMode::enabled());
+    }
+    CHECK(RetainValuesMode::enabled());
+    Graph g;
+    g.loss.backward();
+    const Node* mul = tape_entries(g.loss)[0];
+    value = mul->retained_value().impl();
+    grad = mul->retained_grad().impl();
+    contribution = mul->retained_input_grads()[0].impl();
+    CHECK_FALSE(value.expired());
+    CHECK_FALSE(grad.expired());
+    CHECK_FALSE(contribution.expired());
+  }  // the graph (and the guard) end here
+  CHECK_FALSE(RetainValuesMode::enabled());
+  CHECK(value.expired());
+  CHECK(grad.expired());
+  CHECK(contribution.expired());
+  // a graph recorded after the guard ended keeps nothing
+  Graph later;
+  later.loss.backward();
+  CHECK_FALSE(tape_entries(later.loss)[0]->retained_value().defined());
+  CHECK_FALSE(tape_entries(later.loss)[0]->retained_grad().defined());
+}
+
+TEST_CASE("value_lines: small tensors in full with 4 digits, large ones as statistics", "[graph]") {
+  using L = std::vector<std::string>;
+  CHECK(value_lines(scalar_tensor(0.88137, kFloat64)) == L{"0.8814"});
+  CHECK(value_lines(tensor({1, 2, 3}, kFloat64)) == L{"[1, 2, 3]"});
+  CHECK(value_lines(tensor({1, 2, 3, 4}, kFloat64).reshape({2, 2})) == L{"[[1, 2], [3, 4]]"});  // short: one line
+  CHECK(value_lines(tensor({-1.125, -2.25, -3.125, -4.25, -5.375, -6.75, -7.125, -8.25}, kFloat64).reshape({2, 4})) ==
+        L{"[[-1.125, -2.25, -3.125, -4.25],", " [-5.375, -6.75, -7.125, -8.25]]"});  // too long for one line
+  CHECK(value_lines(arange(8, kFloat64).reshape({2, 2, 2})) == L{"[[[0, 1], [2, 3]], [[4, 5], [6, 7]]]"});
+  CHECK(value_lines((arange(8, kFloat64) + 0.125).reshape({2, 2, 2})) ==
+        L{"[[[0.125, 1.125],", "  [2.125, 3.125]],", " [[4.125, 5.125],", "  [6.125, 7.125]]]"});
+  CHECK(value_lines(arange(10, kFloat64), 8) == L{"[10] min 0 mean 4.5 max 9"});
+  CHECK(value_lines(arange(10, kFloat64), 10).size() == 1);
+  CHECK(value_lines(tensor({-0.000123456}, kFloat32)) == L{"[-0.0001235]"});
+  CHECK(value_lines(Tensor()) == L{"(none)"});
+}
+
+TEST_CASE("to_dot with values and grads labels every node with the tensors' numbers", "[graph]") {
+  RetainValuesGuard keep;
+  Graph g;
+  const std::string before = to_dot(g.loss, {.values = true, .grads = true});
+  CHECK(label_lines(before, "grad ") == 0);  // no backward yet: values only
+  CHECK(before.find("data 841") != std::string::npos);
+  g.loss.backward();
+  const auto e = tape_entries(g.loss);
+  const std::string d = to_dot(g.loss, {.values = true, .grads = true});
+  INFO(d);
+  CHECK(d.find(fmt::format("#{} pow\\n[] float64\\ndata 841\\lgrad 1\\l", e[3]->seq())) != std::string::npos);
+  CHECK(d.find(fmt::format("#{} add_scalar\\n[] float64\\ndata 29\\lgrad 58\\l", e[2]->seq())) != std::string::npos);
+  CHECK(d.find("data [4, 10, 18]\\lgrad [58, 58, 58]\\l") != std::string::npos);
+  CHECK(d.find("label=\"w\\n[3] float64\\nrequires_grad\\ndata [1, 2, 3]\\lgrad [232, 290, 348]\\l\"") !=
+        std::string::npos);
+  CHECK(d.find("label=\"const x\\n[3] float64\\ndata [4, 5, 6]\\l\"") != std::string::npos);
+  CHECK(label_lines(d, "data ") == 6);  // 4 entries, w, x
+  CHECK(label_lines(d, "grad ") == 5);  // not the constant
+  // values only; a small max_elements summarises
+  const std::string v = to_dot(g.loss, {.values = true, .grads = false, .max_elements = 2});
+  CHECK(label_lines(v, "grad ") == 0);
+  CHECK(v.find("data [3] min 4 mean 10.67 max 18") != std::string::npos);
+  // options off: the plain graph, exactly
+  CHECK(to_dot(g.loss, {}) == to_dot(g.loss));
+  CHECK(count(to_dot(g.loss), "data ") == 0);
+}
+
+namespace {
+
+// The JSON blob to_html embeds.
+nlohmann::json page_data(const std::string& html) {
+  const std::string open = "<script type=\"application/json\" id=\"tape-data\">";
+  const size_t from = html.find(open);
+  REQUIRE(from != std::string::npos);
+  const size_t to = html.find("</script>", from);
+  REQUIRE(to != std::string::npos);
+  return nlohmann::json::parse(html.substr(from + open.size(), to - from - open.size()));
+}
+
+std::vector<std::string> lines_of(const nlohmann::json& j) { return j.get<std::vector<std::string>>(); }
+
+}  // namespace
+
+TEST_CASE("to_html: one self-contained page whose steps are what backward did", "[graph]") {
+  RetainValuesGuard keep;
+  Graph g;
+  g.w.set_name("w</script><b>&");  // a user string: must stay text
+  g.loss.backward();
+  const auto e = tape_entries(g.loss);  // mul, sum, add_scalar, pow
+  const std::string html = to_html(g.loss, "graph <of> \"loss\" & @DATA@");
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("<title>graph &lt;of&gt; &quot;loss&quot; &amp; @DATA@</title>") != std::string::npos);
+  CHECK(count(html, "</script>") == 2);       // the data blob and the script: no name ends them early
+  CHECK(count(html, "w</script>") == 0);
+  CHECK(html.find("<link") == std::string::npos);  // nothing fetched
+  CHECK(html.find(" src=") == std::string::npos);
+  CHECK(html.find("https://") == std::string::npos);
+
+  const nlohmann::json d = page_data(html);
+  CHECK(d["values_kept"] == true);
+  CHECK(d["grads_kept"] == true);
+  const auto& nodes = d["nodes"];
+  REQUIRE(nodes.size() == 6);  // 4 entries, w, x
+  auto node_titled = [&](const std::string& title) {
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i]["title"] == title) return static_cast<int>(i);
+    FAIL("no node titled " << title);
+    return -1;
+  };
+  const int pow_i = node_titled(fmt::format("#{} pow", e[3]->seq()));
+  const int mul_i = node_titled(fmt::format("#{} mul", e[0]->seq()));
+  const int w_i = node_titled("w</script><b>&");
+  const int x_i = node_titled("const x");
+  CHECK(lines_of(nodes[pow_i]["value"]) == std::vector<std::string>{"data 841"});
+  CHECK(lines_of(nodes[x_i]["value"]) == std::vector<std::string>{"data [4, 5, 6]"});
+  // the layout: the leaves sit above the entry that uses them, no two nodes of a row overlap
+  CHECK(nodes[w_i]["y"].get<double>() < nodes[mul_i]["y"].get<double>());
+  CHECK(nodes[mul_i]["y"].get<double>() < nodes[pow_i]["y"].get<double>());
+  for (size_t a = 0; a < nodes.size(); ++a)
+    for (size_t b = a + 1; b < nodes.size(); ++b)
+      if (nodes[a]["y"] == nodes[b]["y"]) {
+        const double ax = nodes[a]["x"], aw = nodes[a]["w"], bx = nodes[b]["x"], bw = nodes[b]["w"];
+        CHECK((ax + aw <= bx || bx + bw <= ax));
+      }
+  // the steps: 0 = the root holds dL/dL = 1, then pow, add_scalar, sum, mul
+  const auto& steps = d["steps"];
+  REQUIRE(steps.size() == 5);
+  CHECK(steps[0]["entry"] == pow_i);
+  CHECK(lines_of(steps[0]["totals"][0]["lines"]) == std::vector<std::string>{"grad 1"});
+  CHECK(steps[1]["entry"] == pow_i);
+  CHECK(lines_of(steps[1]["received"]) == std::vector<std::string>{"grad 1"});
+  CHECK(lines_of(steps[1]["adds"][0]["lines"]) == std::vector<std::string>{"+ 58"});
+  const auto& last = steps[4];
+  CHECK(last["entry"] == mul_i);
+  REQUIRE(last["adds"].size() == 1);  // x is a constant: nothing added to it
+  const auto& edge = d["edges"][last["adds"][0]["edge"].get<int>()];
+  CHECK(edge["from"] == w_i);
+  CHECK(edge["to"] == mul_i);
+  CHECK(lines_of(last["adds"][0]["lines"]) == std::vector<std::string>{"+ [232, 290, 348]"});
+  CHECK(last["totals"][0]["node"] == w_i);
+  CHECK(lines_of(last["totals"][0]["lines"]) == std::vector<std::string>{"grad [232, 290, 348]"});
+}
+
+TEST_CASE("to_html without RetainValuesGuard still steps and says values were not kept", "[graph]") {
+  Graph g;
+  g.loss.backward();
+  const std::string html = to_html(g.loss);
+  const nlohmann::json d = page_data(html);
+  CHECK(d["values_kept"] == false);
+  CHECK(d["grads_kept"] == false);
+  CHECK(d["steps"].size() == 5);
+  for (const auto& s : d["steps"]) CHECK(s["adds"].empty());
+  CHECK(html.find("were not kept") != std::string::npos);
+  // a leaf root and an undefined tensor give a page too
+  CHECK(page_data(to_html(g.w))["nodes"].size() == 1);
+  CHECK(page_data(to_html(Tensor()))["nodes"].empty());
 }

@@ -16,6 +16,7 @@
 
 #include "autograd/int8_ops.h"
 #include "autograd/tapegrad.h"
+#include "tests/shared_fixture.h"
 #include "kernels/int8.h"
 #include "lm/evaluate.h"
 #include "lm/generate.h"
@@ -283,13 +284,9 @@ TEST_CASE("int8: a quantized TransformerLM follows the float one, its file round
 }
 
 TEST_CASE("int8: stories260K keeps its perplexity within 1 % and its greedy text", "[int8]") {
-  const std::string dir = std::string(TAPEGRAD_SHARED_DIR) + "/data/";
-  const std::string model_path = dir + "llama2c/stories260K.bin", tok_path = dir + "llama2c/tok512.bin",
-                    text_path = dir + "corpora/tinystories_train_head2MiB.txt";
-  if (!fs::exists(model_path) || !fs::exists(tok_path) || !fs::exists(text_path)) {
-    WARN("SKIPPED: no stories260K.bin, tok512.bin or the TinyStories head under " << dir);
-    return;
-  }
+  const std::string model_path = testing::shared_path("data/llama2c/stories260K.bin"),
+                    tok_path = testing::shared_path("data/llama2c/tok512.bin"),
+                    text_path = testing::shared_path("data/corpora/tinystories_train_head2MiB.txt");
   const lm::Llama2cModel m = lm::read_llama2c_model(model_path);
   nn::TransformerLM f32(m.config), i8(m.config);
   f32.load_state_dict(m.weights);

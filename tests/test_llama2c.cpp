@@ -28,6 +28,7 @@
 #include "lm/llama2c.h"
 #include "lm/llama2c_export.h"
 #include "lm/llama2c_tokenizer.h"
+#include "tests/shared_fixture.h"
 #include "tool_runner.h"
 
 using namespace tapegrad;
@@ -35,14 +36,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kDir = std::string(TAPEGRAD_SHARED_DIR) + "/data/llama2c/";
-const std::string kModel = kDir + "stories260K.bin";
-const std::string kTok = kDir + "tok512.bin";
+// stories260K and its tokenizer, under ../shared (skipped without it: tests/shared_fixture.h). The paths are
+// filled in by require_files(), which every test that reads them calls first.
+std::string kModel, kTok;
 
-bool have_files() {
-  if (fs::exists(kModel) && fs::exists(kTok)) return true;
-  WARN("SKIPPED: " << kDir << " holds no stories260K.bin / tok512.bin");
-  return false;
+void require_files() {
+  kModel = testing::shared_path("data/llama2c/stories260K.bin");
+  kTok = testing::shared_path("data/llama2c/tok512.bin");
 }
 
 std::string slurp(const std::string& path) {
@@ -181,7 +181,7 @@ const std::vector<RunCIds> kRunCIds = {
 }  // namespace
 
 TEST_CASE("llama2c: stories260K loads with its config and our parameter names", "[llama2c]") {
-  if (!have_files()) return;
+  require_files();
   const lm::Llama2cModel m = lm::read_llama2c_model(kModel);
   const nn::TransformerLMConfig& c = m.config;
   CHECK(c.d_model == 64);
@@ -214,7 +214,7 @@ TEST_CASE("llama2c: stories260K loads with its config and our parameter names", 
 }
 
 TEST_CASE("llama2c: TransformerLM logits equal a float64 forward of the raw file", "[llama2c]") {
-  if (!have_files()) return;
+  require_files();
   const lm::Llama2cModel m = lm::read_llama2c_model(kModel);
   nn::TransformerLM lm(m.config);
   lm.load_state_dict(m.weights);
@@ -239,7 +239,7 @@ TEST_CASE("llama2c: TransformerLM logits equal a float64 forward of the raw file
 }
 
 TEST_CASE("llama2c: truncated, extended and corrupted model files are refused", "[llama2c]") {
-  if (!have_files()) return;
+  require_files();
   const std::string bytes = slurp(kModel);
   const std::string p = temp_path("model.bin");
   spit(p, bytes);
@@ -293,7 +293,7 @@ TEST_CASE("llama2c: truncated, extended and corrupted model files are refused", 
 }
 
 TEST_CASE("llama2c: the tokenizer encodes as run.c and decodes back", "[llama2c]") {
-  if (!have_files()) return;
+  require_files();
   const lm::Llama2cTokenizer tok(kTok, 512);
   CHECK(tok.piece(3) == "<0x00>");
   CHECK(tok.piece(258) == "<0xFF>");
@@ -319,7 +319,7 @@ TEST_CASE("llama2c: the tokenizer encodes as run.c and decodes back", "[llama2c]
 }
 
 TEST_CASE("llama2c: damaged tokenizer files are refused", "[llama2c]") {
-  if (!have_files()) return;
+  require_files();
   const std::string bytes = slurp(kTok);
   const std::string p = temp_path("tok.bin");
   for (size_t len = 0; len < bytes.size(); len += 7) {
@@ -474,7 +474,7 @@ void require_same_model(const lm::Llama2cModel& a, const lm::Llama2cModel& b) {
 }  // namespace
 
 TEST_CASE("llama2c: a version-1 file imports to the same parameters and logits as version 0", "[llama2c]") {
-  if (!have_files()) return;
+  require_files();
   V0Arrays arrays = split_v0(slurp(kModel));
   const std::string p0 = temp_path("v0.bin"), p1 = temp_path("v1.bin");
 
@@ -503,7 +503,7 @@ TEST_CASE("llama2c: a version-1 file imports to the same parameters and logits a
 }
 
 TEST_CASE("llama2c: truncated, extended and corrupted version-1 files are refused", "[llama2c]") {
-  if (!have_files()) return;
+  require_files();
   const std::string bytes = write_v1(split_v0(slurp(kModel)));
   const std::string p = temp_path("v1_bad.bin");
   spit(p, bytes);
@@ -598,7 +598,7 @@ TEST_CASE("llama2c: truncated, extended and corrupted version-1 files are refuse
 }
 
 TEST_CASE("llama2c: tapegrad import llama2c reads a version-1 file and generates as from version 0", "[llama2c][tool]") {
-  if (!have_files()) return;
+  require_files();
   using namespace tapegrad::testing;
   const std::string root = temp_path("tool");
   fs::remove_all(root);
@@ -758,7 +758,7 @@ TEST_CASE("llama2c: exports llama2.c cannot express are refused, nothing written
 }
 
 TEST_CASE("llama2c: stories260K exported as versions 0 and 1 reads back bit for bit", "[llama2c]") {
-  if (!have_files()) return;
+  require_files();
   const lm::Llama2cModel orig = lm::read_llama2c_model(kModel);
   const auto model = lm::make_llama2c_model(orig);
   const std::string p = temp_path("export01.bin");
@@ -790,7 +790,7 @@ TEST_CASE("llama2c: stories260K exported as versions 0 and 1 reads back bit for 
 }
 
 TEST_CASE("llama2c: version 2 of stories260K holds quantize_int8's values and re-exports bit for bit", "[llama2c]") {
-  if (!have_files()) return;
+  require_files();
   const lm::Llama2cModel orig = lm::read_llama2c_model(kModel);
   const auto model = lm::make_llama2c_model(orig);
   const std::string p2 = temp_path("v2_g4.bin"), p2b = temp_path("v2_again.bin"), p2c = temp_path("v2_default.bin");
@@ -836,7 +836,7 @@ TEST_CASE("llama2c: version 2 of stories260K holds quantize_int8's values and re
 }
 
 TEST_CASE("llama2c: truncated and corrupted version-2 files are refused with one clear error", "[llama2c]") {
-  if (!have_files()) return;
+  require_files();
   const std::string p = temp_path("v2_bad.bin");
   lm::export_llama2c(*lm::make_llama2c_model(lm::read_llama2c_model(kModel)), p, {.version = 2, .group = 4});
   const std::string bytes = slurp(p);
@@ -889,7 +889,7 @@ TEST_CASE("llama2c: truncated and corrupted version-2 files are refused with one
 }
 
 TEST_CASE("llama2c: tapegrad export llama2c and import of version 2 through the tool", "[llama2c][tool]") {
-  if (!have_files()) return;
+  require_files();
   using namespace tapegrad::testing;
   const std::string root = temp_path("export_tool");
   fs::remove_all(root);
@@ -954,18 +954,15 @@ TEST_CASE("llama2c: tapegrad export llama2c and import of version 2 through the 
 }
 
 // llama2.c's own programs on our exports: run.c reads version 0, runq.c version 2 (both built here with gcc
-// from ../shared/bench/peers/llama2c; skipped without gcc or the sources). run.c gives the same text for
+// from ../shared/bench/peers/llama2c; skipped without them). run.c gives the same text for
 // our version-0 export as for stories260K.bin itself, and that is what `tapegrad generate --greedy` prints;
 // runq.c runs our version-2 export and prints a story that starts with the prompt.
 TEST_CASE("llama2c: run.c and runq.c run our version-0 and version-2 exports", "[llama2c][tool]") {
-  if (!have_files()) return;
+  require_files();
   using namespace tapegrad::testing;
-  const std::string peers = std::string(TAPEGRAD_SHARED_DIR) + "/bench/peers/llama2c/";
-  if (std::system("gcc --version > /dev/null 2>&1") != 0 || !fs::exists(peers + "run.c") ||
-      !fs::exists(peers + "runq.c")) {
-    WARN("SKIPPED: no gcc or no " << peers << "run.c / runq.c");
-    return;
-  }
+  testing::shared_path("bench/peers/llama2c/runq.c");
+  const std::string peers = testing::shared_path("bench/peers/llama2c") + "/";
+  REQUIRE(std::system("gcc --version > /dev/null 2>&1") == 0);  // build-essential: a dependency
   const std::string root = temp_path("runq");
   fs::remove_all(root);
   fs::create_directories(root);

@@ -12,6 +12,7 @@
 
 #include "autograd/io/safetensors.h"
 #include "autograd/tapegrad.h"
+#include "tests/shared_fixture.h"
 #include "nn/attention.h"
 #include "nn/loss.h"
 #include "nn/transformer_lm.h"
@@ -21,10 +22,9 @@ using namespace tapegrad::nn;
 
 namespace {
 
-const std::string kShared = TAPEGRAD_SHARED_DIR;
 
 const std::map<std::string, Tensor>& cs336() {
-  static const auto t = load_safetensors(kShared + "/data/cs336/test_tensors.safetensors");
+  static const auto t = load_safetensors(testing::shared_path("data/cs336/test_tensors.safetensors"));
   return t;
 }
 
@@ -79,7 +79,7 @@ Tensor from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json inline_reference() {
-  std::ifstream f(kShared + "/data/cs336/expected/inline_reference.json");
+  std::ifstream f(testing::shared_path("data/cs336/expected/inline_reference.json"));
   REQUIRE(f.good());
   return nlohmann::json::parse(f);
 }
@@ -152,7 +152,7 @@ struct Golden {
 
 Golden load_golden(const std::string& file, DType dtype) {
   Golden g;
-  g.t = load_safetensors(kShared + "/data/reference/" + file, &g.meta);
+  g.t = load_safetensors(testing::shared_path("data/reference/" + file), &g.meta);
   auto num = [&](const char* k) { return std::stod(g.meta.at(k)); };
   g.config.vocab_size = static_cast<int64_t>(num("vocab"));
   g.config.d_model = static_cast<int64_t>(num("d_model"));

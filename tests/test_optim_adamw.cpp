@@ -14,14 +14,16 @@
 #include "autograd/tapegrad.h"
 #include "optim/adamw.h"
 #include "tests/npy_reader.h"
+#include "tests/shared_fixture.h"
 
 using namespace tapegrad;
 using namespace tapegrad::optim;
 
 namespace {
 
-const std::string kCs336 = std::string(TAPEGRAD_SHARED_DIR) + "/data/cs336/npy/";
-const std::string kReference = std::string(TAPEGRAD_SHARED_DIR) + "/data/reference/";
+// CS336's npy fixtures and the golden LMs, under ../shared (skipped without it: tests/shared_fixture.h).
+std::string cs336_npy(const std::string& file) { return testing::shared_path("data/cs336/npy/" + file); }
+std::string reference(const std::string& file) { return testing::shared_path("data/reference/" + file); }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape() == b.shape());
@@ -34,8 +36,8 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 // The CS336 test_adamw problem: W [2, 3] (nn.Linear(3, 2, bias=False) after manual_seed(42)); at
 // each step x = xs[i], y = [x0 + x1, −x2], loss = Σ (y − W x)², then one optimizer step.
 Tensor run_cs336_adamw() {
-  Tensor w = testing::read_npy(kCs336 + "adamw_inputs/w0.npy");
-  Tensor xs = testing::read_npy(kCs336 + "adamw_inputs/xs.npy");
+  Tensor w = testing::read_npy(cs336_npy("adamw_inputs/w0.npy"));
+  Tensor xs = testing::read_npy(cs336_npy("adamw_inputs/xs.npy"));
   REQUIRE(w.shape() == Shape{2, 3});
   REQUIRE(xs.shape() == Shape{1000, 3});
   REQUIRE(w.dtype() == kFloat32);
@@ -58,9 +60,9 @@ Tensor run_cs336_adamw() {
 
 TEST_CASE("AdamW reproduces the CS336 26.x snapshot and torch.optim.AdamW after 1000 steps", "[optim][adamw]") {
   const Tensor w = run_cs336_adamw();
-  const Tensor snapshot = testing::read_npy(kCs336 + "test_adamw/array.npy");
-  const Tensor torch_final = testing::read_npy(kCs336 + "adamw_inputs/torch_adamw_final.npy");
-  const Tensor legacy = testing::read_npy(kCs336 + "legacy_v1.0.6_test_adamw/array.npy");
+  const Tensor snapshot = testing::read_npy(cs336_npy("test_adamw/array.npy"));
+  const Tensor torch_final = testing::read_npy(cs336_npy("adamw_inputs/torch_adamw_final.npy"));
+  const Tensor legacy = testing::read_npy(cs336_npy("legacy_v1.0.6_test_adamw/array.npy"));
   const double e_snapshot = max_abs_diff(w, snapshot);
   const double e_torch = max_abs_diff(w, torch_final);
   const double e_legacy = max_abs_diff(w, legacy);
@@ -81,7 +83,7 @@ TEST_CASE("AdamW one step matches torch on the golden float64 LM references", "[
   for (const char* file : {"lm_mha_seed0.safetensors", "lm_gqa_seed1.safetensors"}) {
     INFO(file);
     std::map<std::string, std::string> meta;
-    const auto t = load_safetensors(kReference + file, &meta);
+    const auto t = load_safetensors(reference(file), &meta);
     // The file records the settings it was made with; they are the ones used below.
     double lr = 0, b1 = 0, b2 = 0, eps = 0, wd = 0;
     REQUIRE(meta.contains("adamw"));
@@ -259,7 +261,7 @@ TEST_CASE("AdamW step leaves grad mode as it was and the tape catches a stale ba
 }
 
 TEST_CASE("the npy reader used by these tests refuses malformed files", "[optim][npy]") {
-  std::ifstream in(kCs336 + "adamw_inputs/w0.npy", std::ios::binary);
+  std::ifstream in(cs336_npy("adamw_inputs/w0.npy"), std::ios::binary);
   const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   REQUIRE(good.size() == 128 + 6 * 4);  // v1.0: 10-byte preamble + 118-byte header, 2x3 float32
   const std::string path = (std::filesystem::temp_directory_path() / "tapegrad_test_optim_npy.npy").string();

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/tapegrad.h"
+#include "tests/shared_fixture.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_schedule.h"
 
@@ -15,7 +16,7 @@ using namespace tapegrad::optim;
 
 namespace {
 nlohmann::json inline_reference() {
-  std::ifstream in(std::string(TAPEGRAD_SHARED_DIR) + "/data/cs336/expected/inline_reference.json");
+  std::ifstream in(testing::shared_path("data/cs336/expected/inline_reference.json"));
   REQUIRE(in.good());
   return nlohmann::json::parse(in);
 }

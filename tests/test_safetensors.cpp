@@ -14,6 +14,7 @@
 #include "autograd/io/safetensors.h"
 #include "autograd/io/safetensors_dtype.h"
 #include "autograd/tapegrad.h"
+#include "tests/shared_fixture.h"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;
@@ -358,7 +359,7 @@ TEST_CASE("safetensors rejects every malformed header with a precise error", "[s
 }
 
 TEST_CASE("safetensors loads the CS336 test tensors", "[safetensors]") {
-  const std::string dir = std::string(TAPEGRAD_SHARED_DIR) + "/data/cs336";
+  const std::string dir = testing::shared_path("data/cs336");
   SafetensorsFile f(dir + "/test_tensors.safetensors");
   CHECK(f.metadata().count("source") == 1);
   CHECK(f.metadata().at("mask_note") == "inputs.mask is U8 0/1");
@@ -391,7 +392,7 @@ TEST_CASE("safetensors loads the CS336 test tensors", "[safetensors]") {
 
 TEST_CASE("safetensors loads the lm_mha_seed0 reference file", "[safetensors]") {
   std::map<std::string, std::string> meta;
-  auto t = load_safetensors(std::string(TAPEGRAD_SHARED_DIR) + "/data/reference/lm_mha_seed0.safetensors", &meta);
+  auto t = load_safetensors(testing::shared_path("data/reference/lm_mha_seed0.safetensors"), &meta);
   for (const char* key : {"vocab", "d_model", "layers", "heads", "kv_heads", "d_ff", "theta", "seed", "dtype"}) {
     INFO(key);
     CHECK(meta.count(key) == 1);

@@ -118,10 +118,10 @@ TEST_CASE("threads: matmul, indexing and the fused Transformer ops give the same
 
   const Tensor logits = leaf({301, 1001}, dt, 11);
   const Tensor targets = randint(0, 1001, {301}, kInt64, &g);
-  same_bits("cross_entropy_fused", [&](const auto& in) { return cross_entropy_fused(in[0], targets); }, {logits});
+  same_bits("cross_entropy", [&](const auto& in) { return cross_entropy(in[0], targets); }, {logits});
   same_bits("rms_norm", [](const auto& in) { return rms_norm(in[0], in[1], 1e-5); },
             {leaf({301, 385}, dt, 12), leaf({385}, dt, 13)});
-  same_bits("swiglu_gate", [](const auto& in) { return swiglu_gate(in[0], in[1]); },
+  same_bits("swiglu", [](const auto& in) { return swiglu(in[0], in[1]); },
             {leaf({301, 385}, dt, 14), leaf({301, 385}, dt, 15)});
 
   // RoPE on [B, H, T, D] with D = 64: tables [P, D/2], positions [T].
@@ -129,7 +129,7 @@ TEST_CASE("threads: matmul, indexing and the fused Transformer ops give the same
   // (any table values do: the kernel only reads them)
   const Tensor cos_t = rand({P, D / 2}, Options(dt), &g), sin_t = rand({P, D / 2}, Options(dt), &g);
   const Tensor positions = arange(5.0, double(5 + T), 1.0, kInt64);
-  same_bits("rope_rotate", [&](const auto& in) { return rope_rotate(in[0], cos_t, sin_t, positions); },
+  same_bits("rope", [&](const auto& in) { return rope(in[0], cos_t, sin_t, positions); },
             {leaf({2, 3, T, D}, dt, 16)});
 
   same_bits("causal_attention (GQA)", [](const auto& in) { return causal_attention(in[0], in[1], in[2], 0.125); },

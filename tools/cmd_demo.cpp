@@ -1,6 +1,5 @@
-// cmd_demo.cpp — `tapegrad demo` (fit an MLP on the tape, print one step's tape, gradcheck it in
-// float64) and `tapegrad dot` (the DOT graph of a small expression): the learning material of the
-// README's "A first look". The work itself is in demo.cpp.
+// cmd_demo.cpp — `tapegrad demo`: fit an MLP on the tape, print one step's tape, gradcheck it in
+// float64 (learning material; `tapegrad dot` is cmd_dot.cpp). The work itself is in demo.cpp.
 #include <fmt/format.h>
 
 #include "autograd/tapegrad.h"
@@ -30,17 +29,6 @@ int cmd_demo(Args args) {
   fmt::print("final loss {:.6f} (initial {:.6f})\n{}\n", r.final_loss, r.initial_loss, r.gradcheck_message);
   if (!vm["dot"].as<std::string>().empty()) data::write_file_atomic(vm["dot"].as<std::string>(), r.dot, "demo --dot");
   return r.gradcheck_ok ? 0 : 1;
-}
-
-int cmd_dot(Args args) {
-  po::options_description opts("tapegrad dot options");
-  opts.add_options()("out", po::value<std::string>()->default_value("example.dot"), "output file");
-  po::variables_map vm;
-  if (!parse(args, opts, vm, "tapegrad dot [--out FILE]")) return 0;
-  const std::string path = vm["out"].as<std::string>();
-  data::write_file_atomic(path, to_dot(demo::example_expression()), "dot --out");
-  fmt::print("wrote {} (render: dot -Tpng {} -o example.png)\n", path, path);
-  return 0;
 }
 
 }  // namespace tapegrad::cli

@@ -6,7 +6,7 @@
 namespace tapegrad::cli {
 
 int cmd_demo(Args args);      // cmd_demo.cpp: fit an MLP on the tape, print the tape, gradcheck it
-int cmd_dot(Args args);       // cmd_demo.cpp: the DOT graph of a small expression
+int cmd_dot(Args args);       // cmd_dot.cpp: the README's first example as DOT (with values) or a backward-stepping HTML page
 int cmd_info(Args args);      // cmd_info.cpp: version, BLAS core, threads; or a checkpoint's contents
 int cmd_tokenize(Args args);  // cmd_tokenize.cpp: `tokenize train` (BPE) and `tokenize encode` (text → token file)
 int cmd_train(Args args);     // cmd_train.cpp: train a TransformerLM (lm::Trainer)

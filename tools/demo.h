@@ -1,5 +1,6 @@
-// demo.h — the tool's default job until the language-model issues land: fit a small MLP to a
-// noisy sine with the tape and plain gradient descent, and show the tape of one step.
+// demo.h — `tapegrad demo`: fit a small MLP to a noisy sine with the tape and plain gradient descent,
+// show the tape of one step and gradcheck it in float64 (a smoke test of the whole autograd stack that
+// needs no data; the learning path in docs/learn/ is the guided version).
 #pragma once
 #include <cstdint>
 #include <functional>

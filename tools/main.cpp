@@ -31,7 +31,7 @@ constexpr Command kCommands[] = {
     {"export", tapegrad::cli::cmd_export, "a checkpoint as a Hugging Face Llama directory or a llama2.c .bin (export hf | llama2c)"},
     {"info", tapegrad::cli::cmd_info, "version, BLAS core and threads; with --checkpoint, what a checkpoint holds"},
     {"demo", tapegrad::cli::cmd_demo, "fit a small MLP on the tape, print its tape, gradcheck it (learning material)"},
-    {"dot", tapegrad::cli::cmd_dot, "write the tape of a small expression as a Graphviz DOT graph"},
+    {"dot", tapegrad::cli::cmd_dot, "draw the tape of a small expression: Graphviz DOT (--values) or an HTML stepper (--html)"},
 };
 
 int help() {

@@ -2,7 +2,7 @@
 // each way (their compositions in nn/rope.cpp and nn/attention.cpp stay as the references:
 // tests/test_fused_attention.cpp).
 //
-// rope_rotate(x [..., T, D], cos, sin [P, D/2], positions [T])
+// rope(x [..., T, D], cos, sin [P, D/2], positions [T])
 //   y[2k] = x[2k] c − x[2k+1] s,  y[2k+1] = x[2k] s + x[2k+1] c   (c, s at pos[t], pair k)
 //   The rotation R is orthogonal, so dx = Rᵀ g = the rotation by −angle. The tables are constants.
 // causal_attention(q [B, H, T, D], k, v [B, Hkv, T, D], scale)
@@ -43,7 +43,7 @@ Tensor empty_in_order_of(const Tensor& x) {
   for (int64_t d : order) physical.push_back(x.size(d));
   std::vector<int64_t> inverse(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) inverse[static_cast<size_t>(order[static_cast<size_t>(i)])] = i;
-  return empty(physical, Options(x.dtype()).device(x.device())).permute(inverse);
+  return empty(physical, x.options()).permute(inverse);
 }
 
 // x itself when its last dim has stride 1 and its second-to-last a stride ≥ D (usable as a BLAS
@@ -56,8 +56,8 @@ Tensor rows_usable_by_blas(const Tensor& x) {
 
 }  // namespace
 
-Tensor rope_rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& positions) {
-  const char* op = "rope_rotate";
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& positions) {
+  const char* op = "rope";
   for (const Tensor* t : {&x, &cos, &sin, &positions}) detail::check_defined(op, *t);
   detail::check_floating(op, x);
   detail::check_same_dtype(op, x, cos);
@@ -114,8 +114,8 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
            op, k.size(2), T);
   const Tensor qb = rows_usable_by_blas(q), kb = rows_usable_by_blas(k), vb = rows_usable_by_blas(v);
   // out in [B, T, H, D] memory, seen as [B, H, T, D]: merging the heads afterwards is a view
-  Tensor out = empty({B, T, H, D}, Options(q.dtype()).device(q.device())).transpose(1, 2);
-  Tensor lse = empty({B, H, T}, Options(q.dtype()).device(q.device()));
+  Tensor out = empty({B, T, H, D}, q.options()).transpose(1, 2);
+  Tensor lse = empty({B, H, T}, q.options());
   if (q.numel() > 0) backend_of(q).causal_attention(kview(out), kview(lse), kview(qb), kview(kb), kview(vb), scale);
   if (grad)
     record(op, {&q, &k, &v}, out,

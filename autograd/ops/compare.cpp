@@ -21,7 +21,7 @@ Tensor compare_scalar(BinaryOp op, const Tensor& a, double s) {
   detail::check_defined(kernels::binary_op_name(op), a);
   if (!is_floating(a.dtype()) && !(std::abs(s) < 2147483648.0 && s == std::trunc(s)))
     return detail::binary_kernel(op, a.to(kFloat64), scalar_tensor(s, Options(kFloat64).device(a.device())));
-  return detail::binary_kernel(op, a, scalar_tensor(s, Options(a.dtype()).device(a.device())));
+  return detail::binary_kernel(op, a, scalar_tensor(s, a.options()));
 }
 }  // namespace
 
@@ -48,11 +48,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::check_same_device("where", a, b);
   detail::check_same_dtype("where", a, b);
   const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  Tensor y = empty(shape, Options(a.dtype()).device(a.device()));
+  Tensor y = empty(shape, a.options());
   backend_of(a).where(kview(y), kview(cond, shape), kview(a, shape), kview(b, shape));
   if (needs_grad(a, b))
     record("where", {&cond, &a, &b}, y, [sc = SavedTensor(cond)](const Tensor& g, GradInputs& dx) {
-      const Tensor zero = zeros({}, Options(g.dtype()).device(g.device()));
+      const Tensor zero = zeros({}, g.options());
       if (dx.needs(1)) dx[1] = where(sc.get(), g, zero);
       if (dx.needs(2)) dx[2] = where(sc.get(), zero, g);
     });
@@ -66,7 +66,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   TG_CHECK(mask.dtype() == kBool, "masked_fill: the mask must be bool, got {} {}", mask.dtype(), mask.shape());
   TG_CHECK(broadcast_shapes(x.shape(), mask.shape(), "masked_fill") == x.shape(),
            "masked_fill: mask {} does not broadcast to the tensor's shape {}", mask.shape(), x.shape());
-  return where(mask, scalar_tensor(value, Options(x.dtype()).device(x.device())), x);
+  return where(mask, scalar_tensor(value, x.options()), x);
 }
 
 }  // namespace tapegrad

@@ -1,6 +1,8 @@
 // elementwise.cpp — elementwise ops, each forward followed by its backward.
 // Broadcasting: the forward broadcasts its operands; a backward returns gradients of the
 // output's shape and the engine sums them back to each input's shape (engine.cpp, sum_to).
+#include <iterator>
+
 #include "autograd/ops/op_util.h"
 #include "kernels/unary_functors.h"
 
@@ -30,7 +32,7 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
 Tensor unary_kernel(UnaryOp op, const Tensor& x, double param) {
   check_defined(kernels::unary_op_name(op), x);
   check_floating(kernels::unary_op_name(op), x);
-  Tensor y = empty(x.shape(), Options(x.dtype()).device(x.device()));
+  Tensor y = empty_like(x);
   backend_of(x).unary(op, kview(y), kview(x), param);
   return y;
 }
@@ -96,37 +98,39 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 namespace {
 
-// Which of x and y a unary op's derivative reads (the other is not saved).
+// Which of x and y a unary op's derivative reads: the reads column of kernels/unary_ops.def.
+// Only that one is saved for backward.
 struct Needs {
   bool x, y;
+  bool pass = false;  // df ≡ 1: dx = g, no kernel
 };
-Needs derivative_reads(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Exp: case UnaryOp::Sqrt: case UnaryOp::Rsqrt: case UnaryOp::Sigmoid: case UnaryOp::Tanh:
-      return {false, true};
-    case UnaryOp::Neg: case UnaryOp::AddScalar: case UnaryOp::MulScalar:
-      return {false, false};
-    default:
-      return {true, false};
-  }
-}
+constexpr Needs kReads_x{true, false}, kReads_y{false, true}, kReads_none{false, false},
+    kReads_one{false, false, true};
+constexpr Needs kDerivativeReads[] = {
+#define TG_UNARY(Functor, name, reads, api) kReads_##reads,
+#include "kernels/unary_ops.def"
+#undef TG_UNARY
+};
+static_assert(std::size(kDerivativeReads) == kernels::kUnaryOpCount, "one entry per row of kernels/unary_ops.def");
 
 Tensor unary(UnaryOp op, const Tensor& x, double param = 0.0) {
   Tensor y = unary_kernel(op, x, param);
   if (needs_grad(x)) {
-    const Needs reads = derivative_reads(op);
+    const Needs reads = kDerivativeReads[static_cast<int>(op)];
+    if (reads.pass) {  // y = x + s: dy/dx = 1
+      record(kernels::unary_op_name(op), {&x}, y, [](const Tensor& g, GradInputs& dx) { dx[0] = g; });
+      return y;
+    }
     record(kernels::unary_op_name(op), {&x}, y,
            [op, param, sx = SavedTensor(reads.x ? x : Tensor()), sy = SavedTensor(reads.y ? y : Tensor(), true)](
                const Tensor& g, GradInputs& dx) {
-             if (op == UnaryOp::Neg) return void(dx[0] = unary_kernel(UnaryOp::Neg, g, 0.0));
-             if (op == UnaryOp::AddScalar) return void(dx[0] = g);
-             if (op == UnaryOp::MulScalar) return void(dx[0] = unary_kernel(UnaryOp::MulScalar, g, param));
-             // Only one of x, y was saved; the rule never reads the other, so it gets the saved one.
+             // dx = g · df(x, y, p). At most one of x, y was saved and df never reads the other, so
+             // it gets the saved one in both places (g itself when df reads neither).
              const Tensor& xv = sx.get();
              const Tensor& yv = sy.get();
-             Tensor gx = empty(g.shape(), Options(g.dtype()).device(g.device()));
-             backend_of(g).unary_backward(op, kview(gx), kview(g), kview(xv.defined() ? xv : yv),
-                                          kview(yv.defined() ? yv : xv), param);
+             const Tensor& saved = xv.defined() ? xv : yv.defined() ? yv : g;
+             Tensor gx = empty_like(g);
+             backend_of(g).unary_backward(op, kview(gx), kview(g), kview(saved), kview(saved), param);
              dx[0] = gx;
            });
   }
@@ -135,17 +139,17 @@ Tensor unary(UnaryOp op, const Tensor& x, double param = 0.0) {
 
 }  // namespace
 
-Tensor neg(const Tensor& x) { return unary(UnaryOp::Neg, x); }
-Tensor exp(const Tensor& x) { return unary(UnaryOp::Exp, x); }
-Tensor log(const Tensor& x) { return unary(UnaryOp::Log, x); }
-Tensor sqrt(const Tensor& x) { return unary(UnaryOp::Sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary(UnaryOp::Rsqrt, x); }
-Tensor abs(const Tensor& x) { return unary(UnaryOp::Abs, x); }
-Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::Sigmoid, x); }
-Tensor tanh(const Tensor& x) { return unary(UnaryOp::Tanh, x); }
-Tensor relu(const Tensor& x) { return unary(UnaryOp::Relu, x); }
-Tensor silu(const Tensor& x) { return unary(UnaryOp::Silu, x); }
-Tensor gelu(const Tensor& x) { return unary(UnaryOp::Gelu, x); }  // exact erf form
+// One function per row of kernels/unary_ops.def with api `unary`: Tensor exp(const Tensor& x), …
+#define TG_UNARY_FUNCTION_unary(name, Functor) \
+  Tensor name(const Tensor& x) { return unary(UnaryOp::Functor, x); }
+#define TG_UNARY_FUNCTION_scalar(name, Functor)  // written by hand below
+#define TG_UNARY(Functor, name, reads, api) TG_UNARY_FUNCTION_##api(name, Functor)
+#include "kernels/unary_ops.def"
+#undef TG_UNARY
+#undef TG_UNARY_FUNCTION_unary
+#undef TG_UNARY_FUNCTION_scalar
+
+// The rows with a scalar p (api `scalar`).
 Tensor pow(const Tensor& x, double exponent) { return unary(UnaryOp::Pow, x, exponent); }
 Tensor add(const Tensor& a, double s) { return unary(UnaryOp::AddScalar, a, s); }
 Tensor mul(const Tensor& a, double s) { return unary(UnaryOp::MulScalar, a, s); }

@@ -1,14 +1,14 @@
 // fused.cpp — fused Transformer ops: one kernel forward, one kernel backward, each replacing a
 // chain of primitives (its composition stays as the reference: tests/test_fused_ops.cpp).
 //
-// cross_entropy_fused(x [N, V], t [N], ignore)  — mean over valid rows (t_i ≠ ignore) of
+// cross_entropy(x [..., V], t [...], ignore)  — as rows x [N, V], t [N]: mean over valid rows (t_i ≠ ignore) of
 //   loss_i = lse_i − x_i,t_i,  lse_i = log Σ_j exp(x_ij)
 //   ∂loss/∂x_ij = (softmax(x_i)_j − [j = t_i]) / N_valid      (0 on ignored rows)
 //   Saves x, t and the per-row lse [N] (float64): no [N, V] softmax is ever stored.
 // rms_norm(x [..., C], w [C], eps)  — per row r = (mean x² + eps)^(−1/2), y = x·r·w
 //   ∂r/∂x_k = −r³x_k/C, so with gw = g⊙w:  dx = r·(gw − x·r²·mean(gw⊙x)),  dw = Σ_rows g⊙x·r
 //   Saves x, w and r per row.
-// swiglu_gate(a, b)  — y = silu(a)⊙b = a·σ(a)·b
+// swiglu(a, b)  — y = silu(a)⊙b = a·σ(a)·b
 //   da = g⊙b⊙σ(a)(1 + a(1 − σ(a))),  db = g⊙silu(a)
 //   Saves a and b (recomputing σ(a) in backward is cheaper than storing it).
 #include "autograd/ops/op_util.h"
@@ -21,30 +21,36 @@ using detail::kview_as;
 
 // ---------------- cross-entropy ----------------
 
-Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
-  const char* op = "cross_entropy_fused";
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  const char* op = "cross_entropy";
   detail::check_defined(op, logits);
   detail::check_defined(op, targets);
   detail::check_floating(op, logits);
   detail::check_same_device(op, logits, targets);
-  TG_CHECK(logits.dim() == 2, "{}: logits must be [N, V], got {}", op, logits.shape());
+  TG_CHECK(logits.dim() >= 1, "{}: logits must be [..., V], got {}", op, logits.shape());
   TG_CHECK(targets.dtype() == kInt64 || targets.dtype() == kInt32, "{}: targets must be int64 or int32, got {} {}",
            op, targets.dtype(), targets.shape());
-  TG_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "{}: targets {} must be [N] for logits {}", op,
-           targets.shape(), logits.shape());
-  const Options f64 = Options(kFloat64).device(logits.device());
-  Tensor loss = empty({}, Options(logits.dtype()).device(logits.device()));
-  Tensor lse = empty({logits.size(0)}, f64);
+  const Shape lead(logits.shape().begin(), logits.shape().end() - 1);
+  TG_CHECK(targets.shape() == lead, "{}: targets {} must be logits {} without the last dim", op, targets.shape(),
+           logits.shape());
+  // [..., V] → rows [N, V] (a view when the leading dims merge, else a copy); targets → [N].
+  const int64_t V = logits.size(-1), N = lead.numel();
+  const Shape rows{N, V};
+  const Tensor x2 = logits.detach().reshape(rows);
+  const Tensor t1 = targets.reshape({N});
+  Tensor loss = empty({}, logits.options());
+  Tensor lse = empty({N}, Options(kFloat64).device(logits.device()));
   // The kernel checks every target before it writes anything.
-  backend_of(logits).cross_entropy(kview(loss), kview(lse), kview(logits), kview(targets), ignore_index);
+  backend_of(logits).cross_entropy(kview(loss), kview(lse), kview(x2), kview(t1), ignore_index);
   if (needs_grad(logits))
     record(op, {&logits}, loss,
-           [sx = SavedTensor(logits), st = SavedTensor(targets), lse, ignore_index](const Tensor& g, GradInputs& dx) {
+           [sx = SavedTensor(x2), st = SavedTensor(t1), lse, ignore_index, shape = logits.shape()](
+               const Tensor& g, GradInputs& dx) {
              // dx_ij = (exp(x_ij − lse_i) − [j = t_i])·g / N_valid, one pass per row
              const Tensor& x = sx.get();
-             Tensor gx = empty(x.shape(), Options(x.dtype()).device(x.device()));
-             backend_of(x).cross_entropy_backward(kview(gx), kview(g), kview(x), kview(st.get()), kview(lse),
-                                                  ignore_index);
+             Tensor gx = empty(shape, x.options());
+             backend_of(x).cross_entropy_backward(kview_as(gx, x.shape()), kview(g), kview(x), kview(st.get()),
+                                                  kview(lse), ignore_index);
              dx[0] = gx;
            });
   return loss;
@@ -66,8 +72,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   TG_CHECK(eps >= 0, "{}: eps must be ≥ 0, got {}", op, eps);
   const Shape rows{R, C};
   const Tensor x2 = x.detach().reshape(rows);  // a view when the leading dims merge, else a copy
-  Tensor y = empty(x.shape(), Options(x.dtype()).device(x.device()));
-  Tensor rstd = empty({R}, Options(x.dtype()).device(x.device()));
+  Tensor y = empty_like(x);
+  Tensor rstd = empty({R}, x.options());
   backend_of(x).rms_norm(kview_as(y, rows), kview(rstd), kview(x2), kview(weight), eps);
   if (needs_grad(x, weight))
     record(op, {&x, &weight}, y,
@@ -78,8 +84,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
              const Tensor& w = sw.get();
              const Tensor g2 = g.reshape(rows);
              Tensor gx, gw;
-             if (dx.needs(0)) gx = empty(xs, Options(xv.dtype()).device(xv.device()));
-             if (dx.needs(1)) gw = empty(w.shape(), Options(w.dtype()).device(w.device()));
+             if (dx.needs(0)) gx = empty(xs, xv.options());
+             if (dx.needs(1)) gw = empty_like(w);
              backend_of(xv).rms_norm_backward(gx.defined() ? kview_as(gx, rows) : kernels::TensorView{},
                                               gw.defined() ? kview(gw) : kernels::TensorView{}, kview(g2), kview(xv),
                                               kview(w), kview(rstd));
@@ -91,15 +97,15 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 
 // ---------------- SwiGLU gate ----------------
 
-Tensor swiglu_gate(const Tensor& a, const Tensor& b) {
-  const char* op = "swiglu_gate";
+Tensor swiglu(const Tensor& a, const Tensor& b) {
+  const char* op = "swiglu";
   detail::check_defined(op, a);
   detail::check_defined(op, b);
   detail::check_floating(op, a);
   detail::check_same_dtype(op, a, b);
   detail::check_same_device(op, a, b);
   TG_CHECK(a.shape() == b.shape(), "{}: a {} and b {} must have the same shape", op, a.shape(), b.shape());
-  Tensor y = empty(a.shape(), Options(a.dtype()).device(a.device()));
+  Tensor y = empty_like(a);
   backend_of(a).swiglu(kview(y), kview(a), kview(b));
   if (needs_grad(a, b))
     record(op, {&a, &b}, y, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, GradInputs& dx) {
@@ -107,8 +113,8 @@ Tensor swiglu_gate(const Tensor& a, const Tensor& b) {
       const Tensor& av = sa.get();
       const Tensor& bv = sb.get();
       Tensor ga, gb;
-      if (dx.needs(0)) ga = empty(av.shape(), Options(av.dtype()).device(av.device()));
-      if (dx.needs(1)) gb = empty(av.shape(), Options(av.dtype()).device(av.device()));
+      if (dx.needs(0)) ga = empty_like(av);
+      if (dx.needs(1)) gb = empty_like(av);
       backend_of(av).swiglu_backward(ga.defined() ? kview(ga) : kernels::TensorView{},
                                      gb.defined() ? kview(gb) : kernels::TensorView{}, kview(g, av.shape()), kview(av),
                                      kview(bv));

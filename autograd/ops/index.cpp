@@ -22,11 +22,11 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   const Tensor idx = index.reshape({-1});
   Shape out = x.shape();
   out[d] = idx.numel();
-  Tensor y = empty(out, Options(x.dtype()).device(x.device()));
+  Tensor y = empty(out, x.options());
   backend_of(x).index_select(kview(y), kview(x), d, kview(idx));
   if (needs_grad(x))
     record("index_select", {&x}, y, [xs = x.shape(), d, si = SavedTensor(idx)](const Tensor& g, GradInputs& dx) {
-      Tensor gx = zeros(xs, Options(g.dtype()).device(g.device()));
+      Tensor gx = zeros(xs, g.options());
       backend_of(gx).index_add(kview(gx), d, kview(si.get()), kview(g));
       dx[0] = gx;
     });
@@ -61,11 +61,11 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
     TG_CHECK(k == d || index.shape()[k] <= x.shape()[k],
              "gather: index {} is larger than input {} in dim {} (only dim {} may differ)", index.shape(), x.shape(),
              k, d);
-  Tensor y = empty(index.shape(), Options(x.dtype()).device(x.device()));
+  Tensor y = empty(index.shape(), x.options());
   backend_of(x).gather(kview(y), kview(x), d, kview(index));
   if (needs_grad(x))
     record("gather", {&x}, y, [xs = x.shape(), d, si = SavedTensor(index)](const Tensor& g, GradInputs& dx) {
-      Tensor gx = zeros(xs, Options(g.dtype()).device(g.device()));
+      Tensor gx = zeros(xs, g.options());
       backend_of(gx).scatter_add(kview(gx), d, kview(si.get()), kview(g));
       dx[0] = gx;
     });

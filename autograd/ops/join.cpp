@@ -25,7 +25,7 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
              d);
     out[d] += t.shape()[d];
   }
-  Tensor y = empty(out, Options(first.dtype()).device(first.device()));
+  Tensor y = empty(out, first.options());
   std::vector<int64_t> sizes;
   int64_t at = 0;
   for (const Tensor& t : xs) {

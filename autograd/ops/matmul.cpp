@@ -30,7 +30,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   out_shape.push_back(M), out_shape.push_back(N);
   a_shape.push_back(M), a_shape.push_back(K);
   b_shape.push_back(K), b_shape.push_back(N);
-  Tensor y = empty(out_shape, Options(a.dtype()).device(a.device()));
+  Tensor y = empty(out_shape, a.options());
   backend_of(a).matmul(kview(y), kview(a, a_shape), kview(b, b_shape), /*accumulate=*/false);
   // B stored column-major (a transposed view, e.g. the weight Wᵀ of y = x Wᵀ): its gradient is
   // computed as (Gᵀ A)ᵀ, so it comes out in B's memory order and reaches W contiguous, with no copy.

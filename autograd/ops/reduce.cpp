@@ -45,7 +45,7 @@ std::vector<int64_t> all_dims(const Tensor& x) {
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   detail::check_defined("sum", x);
   const Reduction r = plan(x, dims, keepdim, "sum");
-  Tensor y = empty(r.out_shape, Options(x.dtype()).device(x.device()));
+  Tensor y = empty(r.out_shape, x.options());
   backend_of(x).reduce(kernels::ReduceOp::Sum, kview_as(y, r.keep_shape), kview(x));
   if (needs_grad(x))
     record("sum", {&x}, y, [keep = r.keep_shape, xs = x.shape()](const Tensor& g, GradInputs& dx) {
@@ -62,12 +62,12 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
   if (x.dim() == 0) return max(x.reshape({1}), 0, keepdim).reshape({});
   TG_CHECK(x.shape()[d] > 0, "max: cannot reduce dim {} of size 0 (shape {})", dim, x.shape());
   const Reduction r = plan(x, {dim}, keepdim, "max");
-  Tensor y = empty(r.out_shape, Options(x.dtype()).device(x.device()));
+  Tensor y = empty(r.out_shape, x.options());
   Tensor idx = empty(r.keep_shape, Options(kInt64).device(x.device()));
   backend_of(x).max_along(kview_as(y, r.keep_shape), kview(idx), kview(x), d);
   if (needs_grad(x))
     record("max", {&x}, y, [idx, d, keep = r.keep_shape, xs = x.shape()](const Tensor& g, GradInputs& dx) {
-      Tensor gx = zeros(xs, Options(g.dtype()).device(g.device()));
+      Tensor gx = zeros(xs, g.options());
       backend_of(gx).scatter_add(kview(gx), d, kview(idx), kview(g.reshape(keep)));
       dx[0] = gx;
     });
@@ -85,7 +85,7 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   if (x.dim() == 0) return zeros({}, Options(kInt64).device(x.device()));
   TG_CHECK(x.shape()[d] > 0, "argmax: cannot reduce dim {} of size 0 (shape {})", dim, x.shape());
   const Reduction r = plan(x, {dim}, keepdim, "argmax");
-  Tensor values = empty(r.keep_shape, Options(x.dtype()).device(x.device()));
+  Tensor values = empty(r.keep_shape, x.options());
   Tensor idx = empty(r.out_shape, Options(kInt64).device(x.device()));
   backend_of(x).max_along(kview(values), kview_as(idx, r.keep_shape), kview(x), d);
   return idx;
@@ -107,7 +107,7 @@ Tensor min(const Tensor& x, int64_t dim, bool keepdim) {
     const int d = wrap_dim(dim, x.dim(), "min");
     TG_CHECK(x.dim() == 0 || x.shape()[d] > 0, "min: cannot reduce dim {} of size 0 (shape {})", dim, x.shape());
     const Reduction r = plan(x, {dim}, keepdim, "min");
-    Tensor y = empty(r.out_shape, Options(x.dtype()).device(x.device()));
+    Tensor y = empty(r.out_shape, x.options());
     backend_of(x).reduce(kernels::ReduceOp::Min, kview_as(y, r.keep_shape), kview(x));
     return y;
   }

@@ -18,12 +18,12 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   detail::check_floating(name, x);
   if (x.dim() == 0) return softmax_impl(x.reshape({1}), 0, log).reshape({});
   const int d = wrap_dim(dim, x.dim(), name);
-  Tensor y = empty(x.shape(), Options(x.dtype()).device(x.device()));
+  Tensor y = empty_like(x);
   backend_of(x).softmax(kview(y), kview(x), d, log);
   if (needs_grad(x))
     record(name, {&x}, y, [sy = SavedTensor(y, true), d, log](const Tensor& g, GradInputs& dx) {
       const Tensor& yv = sy.get();
-      Tensor gx = empty(yv.shape(), Options(yv.dtype()).device(yv.device()));
+      Tensor gx = empty_like(yv);
       backend_of(yv).softmax_backward(kview(gx), kview(g), kview(yv), d, log);
       dx[0] = gx;
     });

@@ -79,7 +79,7 @@ Tensor recorded_view(const Tensor& x, const Shape& shape, const Shape& strides) 
 }
 
 Tensor copy_op(const Tensor& x, const char* name) {
-  Tensor y = empty(x.shape(), Options(x.dtype()).device(x.device()));
+  Tensor y = empty_like(x);
   backend_of(x).copy(kview(y), kview(x));
   if (needs_grad(x)) record(name, {&x}, y, [](const Tensor& g, GradInputs& dx) { dx[0] = g; });
   return y;
@@ -157,7 +157,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   Tensor y = make_view(x, shape, strides, x.offset() + start * x.strides()[d]);
   if (needs_grad(x))
     record("slice", {&x}, y, [xs = x.shape(), d, start, end, step](const Tensor& g, GradInputs& dx) {
-      Tensor gx = zeros(xs, Options(g.dtype()).device(g.device()));
+      Tensor gx = zeros(xs, g.options());
       Tensor part = slice(gx, d, start, end, step);
       backend_of(gx).copy(kview(part), kview(g));
       dx[0] = gx;

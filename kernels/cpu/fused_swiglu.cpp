@@ -37,7 +37,7 @@ T sigmoid_(T a) {
 }  // namespace
 
 void CpuBackend::swiglu(const TensorView& out, const TensorView& a, const TensorView& b) {
-  const char* op = "swiglu_gate";
+  const char* op = "swiglu";
   check_same_as_a(op, "b", b, a);
   check_same_as_a(op, "out", out, a);
   dispatch_floating(a.dtype, op, [&](auto tag) {
@@ -61,7 +61,7 @@ void CpuBackend::swiglu(const TensorView& out, const TensorView& a, const Tensor
 
 void CpuBackend::swiglu_backward(const TensorView& grad_a, const TensorView& grad_b, const TensorView& grad_out,
                                  const TensorView& a, const TensorView& b) {
-  const char* op = "swiglu_gate backward";
+  const char* op = "swiglu backward";
   check_same_as_a(op, "b", b, a);
   check_same_as_a(op, "grad_out", grad_out, a);
   const bool want_a = grad_a.data != nullptr, want_b = grad_b.data != nullptr;

@@ -50,7 +50,7 @@ __global__ void swiglu_backward_kernel(T* da, T* db, const T* g, const T* a, con
 }  // namespace
 
 void CudaBackend::swiglu(const TensorView& out, const TensorView& a, const TensorView& b) {
-  const char* op = "swiglu_gate";
+  const char* op = "swiglu";
   check_same_as_a(op, "b", b, a);
   check_same_as_a(op, "out", out, a);
   cpu::dispatch_floating(a.dtype, op, [&](auto tag) {
@@ -70,7 +70,7 @@ void CudaBackend::swiglu(const TensorView& out, const TensorView& a, const Tenso
 
 void CudaBackend::swiglu_backward(const TensorView& grad_a, const TensorView& grad_b, const TensorView& grad_out,
                                   const TensorView& a, const TensorView& b) {
-  const char* op = "swiglu_gate backward";
+  const char* op = "swiglu backward";
   check_same_as_a(op, "b", b, a);
   check_same_as_a(op, "grad_out", grad_out, a);
   const bool want_a = grad_a.data != nullptr, want_b = grad_b.data != nullptr;

@@ -83,13 +83,26 @@ struct UnaryCase {
   UnaryOp op;
   double param;
 };
-const UnaryCase kUnaryCases[] = {
-    {UnaryOp::Neg, 0},     {UnaryOp::Exp, 0},   {UnaryOp::Log, 0},       {UnaryOp::Sqrt, 0},
-    {UnaryOp::Rsqrt, 0},   {UnaryOp::Abs, 0},   {UnaryOp::Sigmoid, 0},   {UnaryOp::Tanh, 0},
-    {UnaryOp::Relu, 0},    {UnaryOp::Silu, 0},  {UnaryOp::Gelu, 0},      {UnaryOp::Pow, 2.0},
-    {UnaryOp::Pow, 3.0},   {UnaryOp::Pow, 0.5}, {UnaryOp::Pow, -1.5},    {UnaryOp::Pow, 0.0},
-    {UnaryOp::Pow, 1.0},   {UnaryOp::AddScalar, -1.25}, {UnaryOp::MulScalar, 3.5},
-};
+// Every row of the op table kernels/unary_ops.def: the plain ones (api `unary`) once, the ones with
+// a scalar (api `scalar`: Pow, AddScalar, MulScalar) with the scalars listed here.
+const std::vector<UnaryCase>& unary_cases() {
+  static const std::vector<UnaryCase> cases = [] {
+    std::vector<UnaryCase> c = {
+#define TG_UNARY_CASE_unary(Functor) {UnaryOp::Functor, 0.0},
+#define TG_UNARY_CASE_scalar(Functor)
+#define TG_UNARY(Functor, name, reads, api) TG_UNARY_CASE_##api(Functor)
+#include "kernels/unary_ops.def"
+#undef TG_UNARY
+#undef TG_UNARY_CASE_unary
+#undef TG_UNARY_CASE_scalar
+    };
+    for (double p : {2.0, 3.0, 0.5, -1.5, 0.0, 1.0}) c.push_back({UnaryOp::Pow, p});
+    c.push_back({UnaryOp::AddScalar, -1.25});
+    c.push_back({UnaryOp::MulScalar, 3.5});
+    return c;
+  }();
+  return cases;
+}
 
 std::string describe_unary(const UnaryCase& u, DType t, Layout l) {
   return fmt::format("{}({}) {} {}", kernels::unary_op_name(u.op), u.param, t, layout_name(l));
@@ -99,7 +112,7 @@ std::string describe_unary(const UnaryCase& u, DType t, Layout l) {
 
 TEST_CASE("elementwise: unary forward, every op, float32/float64, strided and broadcast inputs", "[cuda][elementwise]") {
   const int64_t R = 37, C = 19;  // 703 elements: not a multiple of the 256-thread block
-  for (const UnaryCase& u : kUnaryCases)
+  for (const UnaryCase& u : unary_cases())
     for (DType t : kFloatTypes)
       for (Layout l : kLayouts) {
         const Pair x = make_pair(unary_input(u.op, u.param, t, base_shape(l, R, C)), l, R, C);
@@ -145,7 +158,7 @@ TEST_CASE("elementwise: unary into a transposed output and on a 4-D permuted inp
 
 TEST_CASE("elementwise: unary backward, every op, float32/float64, strided and broadcast operands", "[cuda][elementwise]") {
   const int64_t R = 29, C = 13;
-  for (const UnaryCase& u : kUnaryCases)
+  for (const UnaryCase& u : unary_cases())
     for (DType t : kFloatTypes)
       for (Layout l : {Layout::Contiguous, Layout::Transposed, Layout::Sliced, Layout::BroadcastCols}) {
         // x in layout l, y = f(x) contiguous (computed on the CPU, the same on both), g transposed

@@ -16,6 +16,7 @@
 #include "optim/checkpoint.h"
 #include "optim/clip_grad.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/shared_fixture.h"
 
 using namespace tapegrad;
 using namespace tapegrad::cuda_test;
@@ -23,7 +24,6 @@ using namespace tapegrad::nn;
 
 namespace {
 
-const std::string kShared = TAPEGRAD_SHARED_DIR;
 
 // max |a − e| / max |e| (a on any device).
 double rel_error(const Tensor& actual, const Tensor& expected) {
@@ -39,7 +39,7 @@ double rel_error(const Tensor& actual, const Tensor& expected) {
 
 void check_golden_on_gpu(const std::string& file, DType dtype, double tol) {
   std::map<std::string, std::string> meta;
-  const auto t = load_safetensors(kShared + "/data/reference/" + file, &meta);
+  const auto t = load_safetensors(testing::shared_path("data/reference/" + file), &meta);
   auto num = [&](const char* k) { return std::stod(meta.at(k)); };
   TransformerLMConfig c;
   c.vocab_size = static_cast<int64_t>(num("vocab"));

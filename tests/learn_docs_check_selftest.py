@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""learn_docs_check_selftest.py — tests tests/learn_docs_check.py on small fake chapters and programs.
+
+Each case writes a chapter (markdown) and shell-script "programs" into a temporary directory, runs the
+checker on them and asserts its exit code and what it prints. Exit 0 when every case passes.
+Usage: learn_docs_check_selftest.py   (ctest: "learn: docs checker self-test")
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+CHECKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "learn_docs_check.py")
+FENCE = "```"
+
+
+def program(bin_dir: str, name: str, script: str) -> None:
+    path = os.path.join(bin_dir, name)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + script + "\n")
+    os.chmod(path, 0o755)
+
+
+def chapter(work: str, body: str) -> str:
+    path = os.path.join(work, "chapter.md")
+    with open(path, "w") as f:
+        f.write(body)
+    return path
+
+
+def block(marker: str, *lines: str) -> str:
+    return f"Some prose.\n\n<!-- output: {marker} -->\n{FENCE}text\n" + "".join(l + "\n" for l in lines) + FENCE + "\n"
+
+
+def check(md: str, bin_dir: str, *extra: str) -> tuple[int, str]:
+    p = subprocess.run([sys.executable, CHECKER, md, bin_dir, *extra], capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout + p.stderr
+
+
+failures: list[str] = []
+
+
+def expect(name: str, got_rc: int, out: str, rc: int, *must_contain: str) -> None:
+    missing = [s for s in must_contain if s not in out]
+    if got_rc != rc or missing:
+        failures.append(f"{name}: exit {got_rc} (want {rc}); missing {missing}\n{out}")
+    else:
+        print(f"ok   {name}")
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as work:
+        bins = os.path.join(work, "bin")
+        os.mkdir(bins)
+        program(bins, "table", "printf 'h      error\\n0.1    [1.5e-03,\\n0.01   [1.5e-05,\\ndone MATCH\\n'")
+        program(bins, "echo_args", 'echo "args: $*"; echo "cwd empty: $(ls -A | wc -l)"')
+        program(bins, "skipper", "echo 'needs ../shared/data/cs336, not here'; exit 77")
+        program(bins, "crasher", "echo partial; echo 'boom' >&2; exit 3")
+        program(bins, "timing", "echo start; echo 'took 0.123 s'; echo 'took 0.456 s'; echo end")
+
+        md = chapter(work, block("table", "h error", "0.1 [1.5e-03,", "0.01 [1.5e-05,", "done MATCH"))
+        expect("exact match (whitespace collapsed, numbers glued to punctuation)", *check(md, bins), 0, "match")
+
+        md = chapter(work, block("table tol=1e-2", "h error", "0.1 [1.51e-03,", "0.01 [1.5e-05,", "done MATCH"))
+        expect("difference within tol passes", *check(md, bins), 0)
+
+        md = chapter(work, block("table tol=1e-6", "h error", "0.1000002 [1.5e-03,", "0.01 [1.5e-05,", "done MATCH"))
+        expect("difference of 2e-7 relative passes tol=1e-6", *check(md, bins), 0)
+
+        md = chapter(work, block("table", "h error", "0.1 [1.6e-03,", "0.01 [1.5e-05,", "done MATCH"))
+        expect("number outside tol fails with a diff", *check(md, bins), 1,
+               "chapter.md:3:", "chapter line 6", "expected: '0.1 [1.6e-03,'", "got:      '0.1    [1.5e-03,'",
+               "the whole actual output", "done MATCH")
+
+        md = chapter(work, block("table", "h error", "0.1 [1.5e-03,", "0.01 [1.5e-05,", "done MISMATCH"))
+        expect("text difference fails", *check(md, bins), 1, "expected: 'done MISMATCH'")
+
+        md = chapter(work, block("table", "h error", "0.1 [1.5e-03,", "0.01 [1.5e-05,"))
+        expect("output longer than the block fails", *check(md, bins), 1, "more lines than the block shows",
+               "got:      'done MATCH'")
+
+        md = chapter(work, block("table", "h error", "0.1 [1.5e-03,", "0.01 [1.5e-05,", "done MATCH", "more"))
+        expect("output shorter than the block fails", *check(md, bins), 1, "<end of output>")
+
+        md = chapter(work, block("timing", "start", "...", "end"))
+        expect("'...' matches several lines", *check(md, bins), 0)
+
+        md = chapter(work, block("timing", "start", "...", "took 0.123 s", "took 0.456 s", "...", "end"))
+        expect("'...' matches zero lines", *check(md, bins), 0)
+
+        md = chapter(work, block("timing", "start", "...", "took 9 s", "end"))
+        expect("'...' does not hide a wrong line", *check(md, bins), 1, "expected: 'took 9 s'")
+
+        md = chapter(work, block('echo_args args="--h 0.5 --name \'two words\'"', "args: --h 0.5 --name two words",
+                                 "cwd empty: 0"))
+        expect("args are passed; cwd is a fresh empty directory", *check(md, bins), 0)
+
+        md = chapter(work, block("no_such_program", "x"))
+        expect("a marker naming a missing program is an error", *check(md, bins), 1, "no_such_program",
+               "does not exist")
+
+        md = chapter(work, block("skipper", "x"))
+        expect("a program exiting 77 skips, with its reason", *check(md, bins), 77, "needs ../shared/data/cs336")
+
+        md = chapter(work, block("skipper", "x") + "\n" + block("table", "h error", "0.1 [1.5e-03,", "0.01 [1.5e-05,",
+                                                                  "done MISMATCH"))
+        expect("a skipped block does not hide another block's mismatch", *check(md, bins), 1,
+               "expected: 'done MISMATCH'")
+
+        md = chapter(work, block("skipper", "x") + "\n" + block("table", "h error", "0.1 [1.5e-03,", "0.01 [1.5e-05,",
+                                                                  "done MATCH"))
+        expect("the other blocks match: the chapter is skipped", *check(md, bins), 77, "1 output block(s) match, 1 skipped")
+
+        md = chapter(work, block("crasher", "partial"))
+        expect("a program failing is reported with its stderr", *check(md, bins), 1, "exit code 3", "boom")
+
+        md = chapter(work, "# A chapter\n\nNo output here.\n")
+        expect("a chapter without markers fails", *check(md, bins), 1, "no <!-- output: PROGRAM --> marker")
+
+        md = chapter(work, "# A chapter\n\n<!-- output: none (only prose) -->\n")
+        expect("a chapter that says it has no output passes", *check(md, bins), 0, "says so")
+
+        md = chapter(work, "<!-- output: table -->\nnot a fence\n")
+        expect("a marker without a fenced block is an error", *check(md, bins), 1, "line 1:", "fenced block")
+
+        md = chapter(work, block("table tolerance=1", "x"))
+        expect("an unknown marker key is an error", *check(md, bins), 1, "unknown key 'tolerance'")
+
+        # --update rewrites a stale block and leaves the rest of the chapter alone.
+        stale = block("table", "h error", "0.1 [9.9e-03,") + "\nAfter the block.\n"
+        md = chapter(work, stale)
+        rc, out = check(md, bins, "--update")
+        expect("--update exits 0 and says what it did", rc, out, 0, "updated 1 block(s)")
+        with open(md) as f:
+            updated = f.read()
+        want = (block("table", "h      error", "0.1    [1.5e-03,", "0.01   [1.5e-05,", "done MATCH")
+                + "\nAfter the block.\n")
+        if updated != want:
+            failures.append(f"--update wrote:\n{updated}\nwant:\n{want}")
+        else:
+            print("ok   --update rewrites exactly the stale block")
+        expect("the updated chapter then checks", *check(md, bins), 0)
+
+    if failures:
+        print(f"\n{len(failures)} case(s) FAILED:")
+        for f in failures:
+            print("FAIL " + f)
+        return 1
+    print("all checker self-tests passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
