@@ -48,8 +48,8 @@ mkdir -p "$STAGE_LOG_DIR" && rm -f "$tally"
 ctest_in() {
   local dir=$1 rc=0
   shift
-  (cd "$dir" && ctest --output-on-failure -j"$jobs" "$@") || rc=$?
-  python3 scripts/ctest_tally.py add "$dir" "$tally" || true
+  (cd "$dir" && ctest --output-on-failure -j"$jobs" "$@") 2>&1 | tee "$dir/ctest_output.txt" || rc=$?
+  python3 scripts/ctest_tally.py add "$dir" "$dir/ctest_output.txt" "$tally" || true
   return "$rc"
 }
 hf_venv() {

@@ -257,6 +257,7 @@ def main() -> int:
 
         runs: dict[tuple[str, tuple[str, ...]], Run] = {}
         failures, updated, skipped = 0, 0, 0
+        skip_reasons: list[str] = []
         for block in blocks:
             key = (block.program, tuple(block.args))
             if key not in runs:
@@ -266,6 +267,7 @@ def main() -> int:
                 # The other blocks are still checked; the chapter reports Skipped only if they all match.
                 reason = (r.stdout + r.stderr).strip() or "(no reason printed)"
                 print(f"{chapter}:{block.marker_line}: skipped — {command_line(block)} exited 77: {reason}")
+                skip_reasons.append(reason)
                 skipped += 1
                 continue
             if r.returncode != 0:
@@ -305,6 +307,9 @@ def main() -> int:
         return 1
     if skipped:
         print(f"{chapter}: {len(blocks) - skipped} output block(s) match, {skipped} skipped")
+        # The last line, in the form scripts/ctest_tally.py reads a skip's reason from.
+        first = skip_reasons[0].splitlines()[0]
+        print(first if first.startswith("SKIP:") else f"SKIP: {first}")
         return SKIP
     if not opt.update:
         print(f"{chapter}: {len(blocks)} output block(s) match")
