@@ -299,7 +299,14 @@ void GraphPage::place() {
           if (nodes_[p].kind == "op") sum += nodes_[p].center(), ++op_inputs;
         want[i] = op_inputs ? sum / op_inputs : consumer_ports(i, n.center());
       }
-      std::stable_sort(row.begin(), row.end(), [&](int a, int b) { return want[a] < want[b]; });
+      // A stable sort by `want`: std::sort with the original position as tie-break (libstdc++ 12's
+      // std::stable_sort trips clang's -Wdeprecated-declarations).
+      std::vector<std::pair<double, size_t>> keyed;
+      for (size_t k = 0; k < row.size(); ++k) keyed.emplace_back(want[row[k]], k);
+      std::sort(keyed.begin(), keyed.end());
+      std::vector<int> sorted;
+      for (const auto& entry : keyed) sorted.push_back(row[entry.second]);
+      row = std::move(sorted);
       place_row(row, want);
     }
   }

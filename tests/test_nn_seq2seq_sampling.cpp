@@ -51,7 +51,8 @@ Tensor make_source() {
 std::vector<int64_t> top_k_ids(const std::vector<double>& z, int64_t k) {
   std::vector<int64_t> ids(z.size());
   for (size_t i = 0; i < z.size(); ++i) ids[i] = static_cast<int64_t>(i);
-  std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) { return z[a] > z[b]; });
+  // std::sort with the id as tie-break (libstdc++ 12's std::stable_sort trips clang's -Wdeprecated-declarations)
+  std::sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
   ids.resize(static_cast<size_t>(k));
   return ids;
 }
