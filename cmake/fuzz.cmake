@@ -9,7 +9,7 @@
 option(TAPEGRAD_FUZZ "Build the libFuzzer targets of tests/fuzz/ (clang, TAPEGRAD_SANITIZE=address,undefined)" OFF)
 
 set(TAPEGRAD_FUZZ_TARGETS safetensors token_file gpt2_files hf_tokenizer_json bpe_roundtrip checkpoint run_dir
-    llama2c_model llama2c_tokenizer hf_config int8_model)
+    llama2c_model llama2c_tokenizer hf_config int8_model sft_data choices text_inputs)
 set(_tg_fuzz_dir ${PROJECT_SOURCE_DIR}/tests/fuzz)
 set(_tg_fuzz_libs tapegrad tapegrad_nn tapegrad_optim tapegrad_data tapegrad_lm)
 

@@ -46,7 +46,7 @@ install(TARGETS tapegrad_tool RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPON
 # Headers, laid out as in the source tree. kernels/: only its top-level headers, which autograd/'s
 # headers include (backend.h, dtype.h, shape.h, error.h, ...); the CPU and CUDA internals stay out.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels/ DESTINATION ${TAPEGRAD_INSTALL_INCLUDEDIR}/kernels COMPONENT dev
-  FILES_MATCHING PATTERN "*.h" PATTERN "cpu" EXCLUDE PATTERN "cuda" EXCLUDE)
+  FILES_MATCHING PATTERN "*.h" PATTERN "*.def" PATTERN "cpu" EXCLUDE PATTERN "cuda" EXCLUDE)
 foreach(dir autograd nn optim data dist lm)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${TAPEGRAD_INSTALL_INCLUDEDIR}/${dir} COMPONENT dev
     FILES_MATCHING PATTERN "*.h" PATTERN "*.def")

@@ -16,7 +16,8 @@ struct EvalResult {
   uint64_t windows = 0;
 };
 
-// `context` ≤ model.config.context_length (0: the model's). Throws tapegrad::Error when the data
+// Runs where the model is (model.to(device) first): each batch is copied there, and one loss per
+// batch comes back. `context` ≤ model.config.context_length (0: the model's). Throws tapegrad::Error when the data
 // holds fewer than context + 1 tokens, a token is outside the model's vocabulary, or the context
 // is longer than the model's.
 EvalResult evaluate(const nn::TransformerLM& model, const data::TokenSource& data, int64_t batch_size,

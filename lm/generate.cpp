@@ -2,6 +2,7 @@
 #include "lm/generate.h"
 
 #include <chrono>
+#include <limits>
 
 #include "autograd/tapegrad.h"
 #include "nn/kv_cache.h"
@@ -13,22 +14,35 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// ids → int64 [1, T]
-Tensor as_batch(std::span<const uint32_t> ids) {
+// ids → int64 [1, T] on `device`
+Tensor as_batch(std::span<const uint32_t> ids, Device device) {
   std::vector<int64_t> v(ids.begin(), ids.end());
-  return from_vector(v, {1, static_cast<int64_t>(v.size())});
-}
-
-// The sampler's pick from the last position of logits [1, T, V].
-uint32_t sample_last(Sampler& sampler, const Tensor& logits) {
-  const Tensor row = logits.select(1, logits.size(1) - 1).select(0, 0).contiguous();
-  const auto n = static_cast<size_t>(row.numel());
-  if (row.dtype() == kFloat64) return sampler.sample(std::span<const double>(row.data<double>(), n));
-  const Tensor f = row.dtype() == kFloat32 ? row : row.to(kFloat32);
-  return sampler.sample(std::span<const float>(f.data<float>(), n));
+  return from_vector(v, {1, static_cast<int64_t>(v.size())}).to(device);
 }
 
 }  // namespace
+
+uint32_t next_token(Sampler& sampler, const Tensor& logits) {
+  TG_CHECK(logits.dim() == 3 && logits.size(0) == 1 && logits.size(1) >= 1,
+           "next_token: logits must be [1, T, V] with T >= 1, but are {}", logits.shape());
+  const Tensor row = logits.select(1, logits.size(1) - 1).select(0, 0);  // [V]
+  if (row.device() != Device::cpu()) {
+    if (sampler.options().is_greedy()) {  // the argmax where the logits are; one id comes back
+      const int64_t id = argmax(row, 0).item<int64_t>();
+      const double best = row.narrow(0, id, 1).item<double>();  // NaN wins the argmax, so one read tells
+      TG_CHECK(best > -std::numeric_limits<double>::infinity() && best < std::numeric_limits<double>::infinity(),
+               "Sampler: the logit of token {} is {} (NaN or +inf, or every logit is -inf)", id, best);
+      return uint32_t(id);
+    }
+    if (row.dtype() == kFloat64) return sampler.sample(std::span<const double>(row.to_vector<double>()));
+    return sampler.sample(std::span<const float>(row.to_vector<float>()));
+  }
+  const Tensor r = row.contiguous();
+  const auto n = static_cast<size_t>(r.numel());
+  if (r.dtype() == kFloat64) return sampler.sample(std::span<const double>(r.data<double>(), n));
+  const Tensor f = r.dtype() == kFloat32 ? r : r.to(kFloat32);
+  return sampler.sample(std::span<const float>(f.data<float>(), n));
+}
 
 void check_generate_request(const nn::TransformerLM& model, std::span<const uint32_t> prompt,
                             const GenerateOptions& o) {
@@ -53,7 +67,8 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
   const int64_t context = model.config.context_length;
   NoGradGuard no_grad;
   Sampler sampler(o.sampling, o.seed);
-  nn::KVCache cache(model.config, 1);
+  const Device device = model.device();
+  nn::KVCache cache(model.config, 1, 0, device);
   GenerateResult r;
   r.prompt_tokens = int64_t(prompt.size());
   std::vector<uint32_t> all(prompt.begin(), prompt.end());  // prompt + generated: what a re-prefill re-reads
@@ -62,8 +77,8 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
 
   r.prefill_tokens = int64_t(all.size() - first);
   auto t0 = Clock::now();
-  Tensor logits = model.forward(as_batch(std::span(all).subspan(first)), cache, /*last_only=*/true);
-  uint32_t next = sample_last(sampler, logits);
+  Tensor logits = model.forward(as_batch(std::span(all).subspan(first), device), cache, /*last_only=*/true);
+  uint32_t next = next_token(sampler, logits);
   r.prefill_seconds = seconds_since(t0);
   t0 = Clock::now();
   for (int64_t n = 0;; ++n) {
@@ -77,12 +92,12 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
     if (n + 1 == o.max_tokens) break;
     if (cache.length() == cache.capacity()) {  // only with `sliding`: re-read the last context − 1 tokens
       cache.reset();
-      logits = model.forward(as_batch(std::span(all).last(size_t(context - 1))), cache, /*last_only=*/true);
+      logits = model.forward(as_batch(std::span(all).last(size_t(context - 1)), device), cache, /*last_only=*/true);
     } else {
       const uint32_t id[1] = {next};
-      logits = model.forward(as_batch(id), cache);
+      logits = model.forward(as_batch(id, device), cache);
     }
-    next = sample_last(sampler, logits);
+    next = next_token(sampler, logits);
     ++r.decode_tokens;
   }
   r.decode_seconds = seconds_since(t0);

@@ -9,6 +9,13 @@
 // recorded. The sampler (lm/sampler.h) draws each token from the last position's logits with the
 // project's own generator: the same seed gives the same tokens on every machine.
 //
+// Device: everything runs where the model is (model.to(Device::cuda(0)) first): the KV cache is
+// made there and the ids are copied there. Picking a token (next_token below): greedy is an argmax
+// on the model's device, of which one id is read back; temperature / top-k / top-p read the last
+// logits row [V] back and draw on the host with lm::Sampler, so that the same seed gives the same
+// text on every device (a device-side draw would need its own generator and sort, and the row is a
+// few hundred KB at most: nothing beside the forward pass of a decode step).
+//
 // Context: the prompt plus every generated token but the last must fit the model's context_length.
 // Without `sliding` a request that cannot fit is refused before anything runs; with it, when the
 // cache is full the model re-reads the last context_length − 1 tokens (a new prefill) and goes on.
@@ -42,6 +49,11 @@ struct GenerateResult {
   int64_t decode_tokens = 0;      // tokens produced in decode_seconds
   bool stopped_at_stop_token = false;
 };
+
+// The next token from the last position of logits [B=1, T, V] on any device (see above): greedy →
+// argmax there (the lowest id among equal logits, like Sampler; NaN or +inf in the row is an error);
+// otherwise the row read back and sampler.sample(row).
+uint32_t next_token(Sampler& sampler, const Tensor& logits);
 
 // The checks generate() makes before running anything (a tool calls it before printing the prompt).
 void check_generate_request(const nn::TransformerLM& model, std::span<const uint32_t> prompt,

@@ -92,4 +92,23 @@ std::string run_dir_of_checkpoint(const std::string& checkpoint_path) {
   return run.empty() ? std::string(".") : run.string();
 }
 
+ResolvedCheckpoint resolve_checkpoint(const std::string& given) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(given, ec);
+  TG_CHECK(fs::exists(st), "checkpoint '{}' does not exist", given);
+  if (!fs::is_directory(st)) return {given, ""};
+  // The run directory, also when its checkpoints/ folder was given.
+  fs::path run = given;
+  if (run.filename().empty()) run = run.parent_path();  // "run/" → "run"
+  if (run.filename() == "checkpoints" && !fs::is_directory(run / "checkpoints", ec)) run = run.parent_path();
+  if (run.empty()) run = ".";
+  const std::string best = best_checkpoint_path(run.string());
+  if (fs::is_regular_file(best, ec)) return {best, fmt::format("{} (the run's best: lowest validation loss)", best)};
+  if (auto newest = newest_checkpoint(run.string()))
+    return {*newest, fmt::format("{} (the run's newest; it has no best.safetensors)", *newest)};
+  throw Error(fmt::format("'{}' is a directory but holds no checkpoint: neither {} nor a checkpoints/step_*.safetensors "
+                          "(a run directory of `tapegrad train` or `tapegrad import` has them)",
+                          given, best));
+}
+
 }  // namespace tapegrad::lm

@@ -37,4 +37,15 @@ void prepare_run_dir(const std::string& run_dir);
 // when the file is not inside a checkpoints/ folder.
 std::string run_dir_of_checkpoint(const std::string& checkpoint_path);
 
+// What a `--checkpoint X` (and `--init-from X`, `export ... X`, `quantize ... X`) names: a checkpoint file
+// as it is, or the directory that `train`, `import` or `quantize` wrote (or its checkpoints/ folder): its
+// best.safetensors when there is one, else its newest step checkpoint. `note` says which was taken
+// ("" for a file). A directory holding neither is a tapegrad::Error that says so; a path that does not
+// exist is one too.
+struct ResolvedCheckpoint {
+  std::string path;
+  std::string note;  // e.g. "run/checkpoints/best.safetensors (the run's best: lowest validation loss)"
+};
+ResolvedCheckpoint resolve_checkpoint(const std::string& file_or_run_dir);
+
 }  // namespace tapegrad::lm

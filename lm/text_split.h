@@ -1,16 +1,22 @@
 // text_split.h — a text corpus as training and validation token streams, the validation part
-// being the last documents (train --text FILE, eval --text FILE).
+// being the last documents (train --text, eval --text).
 //
 // Documents end at the separator: the tokenizer's first special token (e.g. "<|endoftext|>",
 // kept at the end of its document) when it has one, else a blank line ("\n\n"). The last
 // ⌈fraction·documents⌉ documents (at least one) are held out; the cut falls exactly on a
 // document boundary, so no document is split between the two parts.
+//
+// tokenize_text_inputs streams any number of inputs (files, directories, JSONL: data/text_inputs.h,
+// data/document_reader.h) chunk by chunk through a pluggable encoder, keeping only the ids and one
+// chunk of text in memory; split_documents is the same rule on a text held whole.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "data/document_encode.h"
+#include "data/text_inputs.h"
 #include "data/tokenizer.h"
 
 namespace tapegrad::lm {
@@ -19,6 +25,9 @@ struct TextSplit {
   std::string_view train, val;  // views into the text given to split_documents
   size_t train_documents = 0, val_documents = 0;
 };
+
+// How many of `documents` (>= 2) are held out: ⌈fraction·documents⌉, at least 1, at most documents-1.
+size_t validation_documents(size_t documents, double val_fraction);
 
 // Throws tapegrad::Error when the text has fewer than 2 documents (nothing left to train on).
 TextSplit split_documents(std::string_view text, std::string_view separator, double val_fraction = 0.1);
@@ -32,8 +41,25 @@ struct TokenizedText {
   uint64_t bytes = 0;
 };
 
-// Reads `path` whole, splits it by document and encodes both parts (encode_parallel on `threads`).
-// Throws tapegrad::Error naming the file when it cannot be read or has too few documents.
+struct TextInputOptions {
+  std::string text_field = "text";  // JSONL: the field that holds each document's text
+  double val_fraction = 0.1;        // 0: no validation part (every id in .train; one document is enough)
+  size_t chunk_bytes = data::kDocumentChunkBytes;
+  size_t read_block_bytes = size_t(1) << 20;
+  data::BytesProgress progress;     // after each chunk
+};
+
+// The documents of `inputs` (in order), encoded chunk by chunk with `encode`, the last
+// ⌈val_fraction·documents⌉ of them held out. The cut is decided at the end on the documents' count;
+// the chunk it falls inside is read again and encoded as two parts, so train and val are encoded
+// apart exactly as split_documents + encoding each part would (and, with an end-of-text separator,
+// as encoding each part whole). Throws tapegrad::Error naming the inputs when there are fewer than
+// 2 documents (no document at all with val_fraction 0), and naming file and line for bad JSONL.
+TokenizedText tokenize_text_inputs(const std::vector<data::TextInput>& inputs, const std::string& separator,
+                                   const data::DocumentEncoder& encode, const TextInputOptions& options = {});
+
+// tokenize_text_inputs of one path (a file or a directory) with the BPE tokenizer (encode_parallel on
+// `threads`) and its document_separator.
 TokenizedText tokenize_text_file(const std::string& path, data::Tokenizer& tokenizer, double val_fraction = 0.1,
                                  int threads = 1);
 

@@ -1,6 +1,7 @@
 // trainer.cpp — the training loop (see trainer.h for what one step does and why resume is exact).
 #include "lm/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "lm/loss_plot.h"
 #include "data/file_io.h"
 #include "lm/run_dir.h"
+#include "lm/sft_eval.h"
 #include "nn/loss.h"
 #include "optim/checkpoint.h"
 #include "optim/clip_grad.h"
@@ -114,6 +116,15 @@ uint64_t max_token_id_plus_one(const data::TokenSource& data) {
   return m;
 }
 
+void Trainer::check_options_and_ranks() {
+  options_.validate();
+  const int ranks = comm_->world_size();
+  TG_CHECK(options_.batch_size % ranks == 0,
+           "--batch-size {} (the global batch) must be a multiple of the {} ranks: each takes an equal slice",
+           options_.batch_size, ranks);
+  writes_files_ = !options_.out_dir.empty() && comm_->rank() == 0;
+}
+
 Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, data::TokenSource train,
                  std::optional<data::TokenSource> val, std::shared_ptr<dist::Communicator> comm)
     : options_(std::move(options)),
@@ -121,16 +132,11 @@ Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, da
       val_(val),
       data_gen_(data_seed(options_.seed)),
       comm_(comm ? std::move(comm) : std::make_shared<dist::SingleProcess>()) {
-  options_.validate();
-  const int ranks = comm_->world_size();
-  TG_CHECK(options_.batch_size % ranks == 0,
-           "--batch-size {} (the global batch) must be a multiple of the {} ranks: each takes an equal slice",
-           options_.batch_size, ranks);
-  writes_files_ = !options_.out_dir.empty() && comm_->rank() == 0;
-  TG_CHECK(config.context_length > 0 && train_.size() >= uint64_t(config.context_length) + 1,
-           "the training data holds {} tokens, fewer than one window of context {} + 1", train_.size(),
+  check_options_and_ranks();
+  TG_CHECK(config.context_length > 0 && train_->size() >= uint64_t(config.context_length) + 1,
+           "the training data holds {} tokens, fewer than one window of context {} + 1", train_->size(),
            config.context_length);
-  const uint64_t train_max = max_token_id_plus_one(train_);
+  const uint64_t train_max = max_token_id_plus_one(*train_);
   TG_CHECK(train_max <= uint64_t(config.vocab_size),
            "the training data holds token id {}, outside the model's vocabulary of {} (another tokenizer?)",
            train_max - 1, config.vocab_size);
@@ -144,6 +150,35 @@ Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, da
              "the validation data holds {} tokens, fewer than one window of context {} + 1", val_->size(),
              config.context_length);
   }
+  build_model(config);
+}
+
+Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, SftData sft,
+                 std::shared_ptr<dist::Communicator> comm)
+    : options_(std::move(options)),
+      sft_(std::make_unique<SftData>(std::move(sft))),
+      data_gen_(data_seed(options_.seed)),
+      comm_(comm ? std::move(comm) : std::make_shared<dist::SingleProcess>()) {
+  check_options_and_ranks();
+  TG_CHECK(!sft_->train.empty(), "--sft: there are no training examples");
+  TG_CHECK(int64_t(sft_->pad_id) < config.vocab_size, "the padding id {} is outside the model's vocabulary of {}",
+           sft_->pad_id, config.vocab_size);
+  for (const auto* set : {&sft_->train, &sft_->val})
+    for (const SftExample& ex : *set) {
+      TG_CHECK(ex.ids.size() >= 2 && ex.ids.size() == ex.trained.size() && ex.answer_tokens() > 0,
+               "{}: an example needs at least 2 ids, a mask of the same length and an answer token", ex.where);
+      TG_CHECK(int64_t(ex.ids.size()) <= config.context_length + 1,
+               "{}: the example is {} tokens, more than the context {} + 1", ex.where, ex.ids.size(),
+               config.context_length);
+      const uint32_t top = *std::max_element(ex.ids.begin(), ex.ids.end());
+      TG_CHECK(int64_t(top) < config.vocab_size, "{}: token id {} is outside the model's vocabulary of {}", ex.where,
+               top, config.vocab_size);
+    }
+  build_model(config);
+}
+
+void Trainer::build_model(const nn::TransformerLMConfig& config) {
+  const int ranks = comm_->world_size();
   Generator init_gen(options_.seed);
   model_ = std::make_unique<nn::TransformerLM>(config, &init_gen);
   model_->to(options_.device);  // initialised on the host (the same numbers on every device), then moved
@@ -196,6 +231,35 @@ void Trainer::resume(const optim::Checkpoint& ck, const std::string& path) {
   undo_dirs.dismiss();
 }
 
+void Trainer::init_from(const optim::Checkpoint& ck, const std::string& path) {
+  TG_CHECK(!resumed_, "--init-from goes with a new run, not with --resume (a resumed run has its own weights)");
+  TG_CHECK(step_ == 0, "--init-from: this run has already taken {} steps", step_);
+  nn::TransformerLMConfig theirs;
+  try {
+    theirs = nn::TransformerLMConfig::from_config_map(ck.config);
+  } catch (const Error& e) {
+    throw Error(fmt::format("--init-from '{}' does not hold a TransformerLM config: {}", path, e.what()));
+  }
+  // A vocabulary that grew (the chat template's tokens appended) is the one difference allowed.
+  const bool grown = theirs.vocab_size < model_->config.vocab_size;
+  const optim::ConfigMap want = model_->config.to_config_map(), have = theirs.to_config_map();
+  for (const auto& [key, value] : want) {
+    if (grown && key == "vocab_size") continue;
+    const auto it = have.find(key);
+    TG_CHECK(it != have.end() && it->second == value,
+             "--init-from '{}': its model has {} = {}, this run's model {} = {} (leave the model options out to take "
+             "the checkpoint's)",
+             path, key, it == have.end() ? "(none)" : it->second, key, value);
+  }
+  // Strict: every tensor of the model, with its shape; the parameters keep their device.
+  try {
+    model_->load_state_dict(grown ? nn::grow_vocabulary(ck.model_state, model_->config.vocab_size) : ck.model_state);
+  } catch (const Error& e) {
+    throw Error(fmt::format("--init-from '{}': {}", path, e.what()));
+  }
+  options_.run_info["init_from"] = path;
+}
+
 std::string Trainer::first_nonfinite_gradient() const {
   for (const auto& [name, p] : model_->named_parameters()) {
     const Tensor g = p.grad();
@@ -220,9 +284,16 @@ StepStats Trainer::train_step() {
   std::vector<double> losses;        // per micro-batch, as read
   std::vector<Tensor> device_values; // on a GPU: the losses [1] each, then the norm
   const int ranks = comm_->world_size();
+  uint64_t step_tokens = 0;  // real input tokens (an SFT batch's padding is not counted)
   try {
     for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
-      data::Batch b = data::get_batch(train_, options_.batch_size, c.context_length, data_gen_);
+      data::Batch b;
+      if (sft_) {
+        b = next_sft_batch(step_tokens);
+      } else {
+        b = data::get_batch(*train_, options_.batch_size, c.context_length, data_gen_);
+        step_tokens += uint64_t(options_.batch_size * c.context_length);
+      }
       if (ranks > 1) {  // this rank's slice of the global batch
         const int64_t local = options_.batch_size / ranks;
         b.inputs = b.inputs.narrow(0, comm_->rank() * local, local).contiguous();
@@ -283,7 +354,6 @@ StepStats Trainer::train_step() {
   optimizer_->set_lr(lr);  // every group
   optimizer_->step();
   ++step_;
-  const uint64_t step_tokens = uint64_t(options_.batch_size * options_.grad_accum * c.context_length);
   tokens_ += step_tokens;
   StepStats s;
   s.step = step_;
@@ -297,9 +367,22 @@ StepStats Trainer::train_step() {
   return s;
 }
 
+data::Batch Trainer::next_sft_batch(uint64_t& tokens) {
+  std::vector<size_t> which(size_t(options_.batch_size));
+  for (size_t& i : which) {
+    i = size_t(data_gen_.below(sft_->train.size()));
+    tokens += sft_->train[i].ids.size() - 1;
+  }
+  return sft_batch(sft_->train, which, sft_->pad_id);
+}
+
 EvalResult Trainer::evaluate() const {
-  TG_CHECK(val_.has_value(), "evaluate: this trainer has no validation data");
   const int64_t b = options_.eval_batch_size > 0 ? options_.eval_batch_size : options_.batch_size;
+  if (sft_) {
+    TG_CHECK(!sft_->val.empty(), "evaluate: this trainer has no held-out examples");
+    return evaluate_sft(*model_, sft_->val, b, sft_->pad_id);
+  }
+  TG_CHECK(val_.has_value(), "evaluate: this trainer has no validation data");
   return lm::evaluate(*model_, *val_, b);
 }
 
@@ -402,7 +485,8 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     }
     if (cb.on_step) cb.on_step(s);
     const bool last = step_ == options_.steps;
-    if (val_ && (last || (options_.eval_every > 0 && step_ % options_.eval_every == 0))) run_eval();
+    const bool can_eval = val_ || (sft_ && !sft_->val.empty());
+    if (can_eval && (last || (options_.eval_every > 0 && step_ % options_.eval_every == 0))) run_eval();
     bool stop = !last && cb.should_stop && cb.should_stop();
     if (!last && comm_->world_size() > 1) {  // any rank's stop request stops every rank after this step
       Tensor flag = scalar_tensor(stop ? 1.0 : 0.0, Options(kFloat64).device(options_.device));

@@ -17,6 +17,12 @@
 // the current step with a checkpoint. A non-finite loss or gradient ends it BEFORE the optimizer
 // step, without a checkpoint, naming the first parameter whose gradient is not finite.
 //
+// Instruction tuning (`train --sft`, lm/sft_data.h): constructed with SftData instead of token streams, a
+// micro-batch is batch_size examples drawn uniformly (with replacement) by the same data generator — so resume
+// stays exact — right-padded to the longest of them, with the loss on the answer tokens only (the targets of
+// every other position are ignore_index); evaluate() is the answer-token loss over the held-out examples
+// (lm/sft_eval.h); tokens seen count the real (unpadded) input tokens.
+//
 // Data parallel (a Communicator of N > 1 ranks, docs/distributed.md): every rank builds the same model
 // (rank 0's weights are broadcast to be sure), draws the same global batch of batch_size windows from
 // the same data generator and trains on its slice (windows r·B/N .. (r+1)·B/N); the gradients are
@@ -39,6 +45,7 @@
 #include "dist/grad_sync.h"
 #include "lm/evaluate.h"
 #include "lm/metrics_log.h"
+#include "lm/sft_data.h"
 #include "nn/transformer_lm.h"
 #include "optim/adamw.h"
 #include "optim/checkpoint.h"
@@ -78,6 +85,13 @@ struct TrainOptions {
   // Throws tapegrad::Error naming the option at fault (its tool flag); negative counts and schedule
   // intervals are refused, 0 keeps the meaning given above.
   void validate() const;
+};
+
+// Instruction-tuning data for the Trainer (lm/sft_data.h).
+struct SftData {
+  std::vector<SftExample> train;  // drawn from at random
+  std::vector<SftExample> val;    // held out (may be empty: then no evaluation)
+  uint32_t pad_id = 0;            // fills the inputs after an example's end (any id: never attended to, never a target)
 };
 
 struct StepStats {
@@ -123,6 +137,11 @@ class Trainer {
   // (the global batch) must be a multiple of N.
   Trainer(const nn::TransformerLMConfig& config, TrainOptions options, data::TokenSource train,
           std::optional<data::TokenSource> val = std::nullopt, std::shared_ptr<dist::Communicator> comm = nullptr);
+  // Instruction tuning: the same, drawing batches of examples from `sft.train` (see above). Checks that there are
+  // training examples, that every id (and pad_id) is below config.vocab_size and that no example is longer than
+  // context_length + 1 ids.
+  Trainer(const nn::TransformerLMConfig& config, TrainOptions options, SftData sft,
+          std::shared_ptr<dist::Communicator> comm = nullptr);
   ~Trainer();
 
   // Restores model, optimizer, step, data order, tokens seen, wall time and best validation loss
@@ -133,13 +152,23 @@ class Trainer {
   // The same from a checkpoint already read (optim::read_checkpoint(path)): the file is read once.
   void resume(const optim::Checkpoint& checkpoint, const std::string& path);
 
+  // Starts from another model's weights (`train --init-from`: a checkpoint of ours, or one that `import
+  // llama2c` / `import hf` wrote): the model's weights only — the optimizer state, the step (0), the data order
+  // and the schedule stay this run's own. The checkpoint's model config must equal this model's (tapegrad::Error
+  // naming the first field that differs and both values); nothing is changed when it is refused. Records the
+  // source as run_info["init_from"] (kept in every checkpoint of this run). Call before run(), not with resume().
+  // One difference is allowed: a vocabulary that grew (this model's vocab_size > the checkpoint's, e.g. the chat
+  // template's special tokens appended for instruction tuning): the embedding and an untied lm_head get the new
+  // rows as nn::grow_vocabulary says (the mean of the existing rows); every other weight is loaded as is.
+  void init_from(const optim::Checkpoint& checkpoint, const std::string& path);
+
   // Trains until options.steps (or a stop request, or a non-finite loss/gradient).
   TrainResult run(const TrainCallbacks& callbacks = {});
 
   // One optimizer step; returns its stats. Throws lm::DivergedError on a non-finite loss/gradient
   // (before updating anything) — run() turns that into TrainStatus::Diverged.
   StepStats train_step();
-  EvalResult evaluate() const;  // over the whole validation data (throws without one)
+  EvalResult evaluate() const;  // over the whole validation data / held-out examples (throws without any)
   // Writes DIR/checkpoints/step_<N>.safetensors (atomic), prunes old ones; returns the path.
   std::string save_checkpoint();
 
@@ -154,10 +183,14 @@ class Trainer {
   void save_to(const std::string& path);
   void write_plot() const;
   std::string first_nonfinite_gradient() const;
+  void check_options_and_ranks();
+  void build_model(const nn::TransformerLMConfig& config);  // model, optimizer, gradient sync, run directory
+  data::Batch next_sft_batch(uint64_t& tokens);  // batch_size examples drawn by data_gen_; adds their input tokens
 
   TrainOptions options_;
-  data::TokenSource train_;
+  std::optional<data::TokenSource> train_;  // token-stream training
   std::optional<data::TokenSource> val_;
+  std::unique_ptr<SftData> sft_;            // instruction tuning (instead of train_/val_)
   std::unique_ptr<nn::TransformerLM> model_;
   std::unique_ptr<optim::AdamW> optimizer_;
   Generator data_gen_;

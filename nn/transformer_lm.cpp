@@ -115,4 +115,26 @@ Tensor TransformerLM::forward(const Tensor& ids, KVCache& cache, bool last_only)
   return classify(ln_final->forward(x));
 }
 
+StateDict grow_vocabulary(const StateDict& state, int64_t new_vocab_size) {
+  const auto emb = state.find("token_embeddings.weight");
+  TG_CHECK(emb != state.end() && emb->second.defined() && emb->second.dim() == 2,
+           "grow_vocabulary: no token_embeddings.weight [V, C] in the state");
+  const int64_t v = emb->second.size(0);
+  TG_CHECK(new_vocab_size >= v, "grow_vocabulary: the vocabulary can only grow ({} → {})", v, new_vocab_size);
+  StateDict out = state;
+  if (new_vocab_size == v) return out;
+  NoGradGuard no_grad;
+  auto grow = [&](const std::string& name) {
+    const auto it = state.find(name);
+    if (it == state.end()) return;
+    const Tensor w = it->second.detach();  // [V, C]
+    TG_CHECK(w.dim() == 2 && w.size(0) == v, "grow_vocabulary: {} is {}, not [{}, C]", name, w.shape(), v);
+    const Tensor mean_row = w.to(kFloat64).mean({0}, true).to(w.dtype());  // [1, C]
+    out[name] = cat({w, mean_row.expand({new_vocab_size - v, w.size(1)})}, 0).contiguous();
+  };
+  grow("token_embeddings.weight");
+  grow("lm_head.weight");
+  return out;
+}
+
 }  // namespace tapegrad::nn

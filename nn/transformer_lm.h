@@ -92,4 +92,15 @@ class TransformerLM : public Module {
   Tensor classify(const Tensor& x) const;  // [B, T, C] → logits [B, T, V]
 };
 
+// The state dict of a TransformerLM whose vocabulary grows from V (the rows of token_embeddings.weight) to
+// new_vocab_size (`train --sft` appends the chat template's special tokens, lm/chat_template.h): the embedding
+// and an untied lm_head.weight get new_vocab_size − V rows appended, each the MEAN of the existing rows; every
+// other tensor is passed through (shared). Load it into a TransformerLM of the grown config. Why the mean: a new
+// row then starts as an "average" token — its embedding lies among the trained ones, and its logit h·mean(W) is
+// the mean of the other logits, so the new tokens neither dominate the softmax nor start at a vanishing
+// probability, and the loss of the pretrained model on ordinary text is almost unchanged (Hewitt 2021,
+// "Initializing new word embeddings"); random rows at the init scale would disturb every prediction at first.
+// tapegrad::Error when there is no token_embeddings.weight or new_vocab_size < V.
+StateDict grow_vocabulary(const StateDict& state, int64_t new_vocab_size);
+
 }  // namespace tapegrad::nn

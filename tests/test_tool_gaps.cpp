@@ -172,8 +172,8 @@ TEST_CASE("tool: tokenize train refuses a directory or empty input, bad special 
   auto train = [&](const std::string& input, std::vector<std::string> more = {}) {
     return g.tool(with({"tokenize", "train", "--input", input, "--vocab-size", "300", "--threads", "1"}, more));
   };
-  // A directory as --input; nothing is made.
-  require_error(train(g.dir.path.string(), {"--out", out}), "--input " + g.dir.path.string() + ": is a directory, not a file");
+  // A directory without a text file as --input; nothing is made.
+  require_error(train(g.dir.path.string(), {"--out", out}), "--input: the directory " + g.dir.path.string() + " holds no text file");
   CHECK_FALSE(fs::exists(out));
   // An empty file: the error names it, and the --out directory the command made is removed again.
   write_all(g.dir.file("empty.txt"), "");
@@ -334,7 +334,7 @@ TEST_CASE("tool: train refuses conflicting data flags and impossible model shape
   Gaps g("train_flags");
   const std::string out = g.dir.file("run"), bytes = g.byte_tokens();
   const std::vector<std::string> model{"--context", "16", "--d-model", "16", "--layers", "1", "--heads", "2", "--out", out};
-  const std::string either = "give either --text FILE or --train TOKENS.bin (not both, not neither)";
+  const std::string either = "give one of --text FILE, --train TOKENS.bin or --sft FILE.jsonl (not several, not none)";
   require_error(g.tool(with({"train"}, model)), either);
   require_error(g.tool(with({"train", "--train", bytes, "--text", g.text()}, model)), either);
   require_error(g.tool(with({"train", "--text", g.text(), "--val", bytes}, model)),
@@ -392,14 +392,14 @@ TEST_CASE("tool: --text and --prompt-file naming a directory or a missing file a
   fs::create_directories(dir);
   const std::string tok = g.tokenizer();
   require_error(g.tool({"train", "--text", dir, "--tokenizer", tok, "--out", out}),
-                "the text file: " + dir + " is a directory, not a file");
-  require_error(g.tool({"train", "--text", missing, "--tokenizer", tok, "--out", out}), "the text file: cannot open " + missing);
+                "--text: the directory " + dir + " holds no text file");
+  require_error(g.tool({"train", "--text", missing, "--tokenizer", tok, "--out", out}), "--text: cannot open " + missing + ": no such file or directory");
   CHECK_FALSE(fs::exists(out));
 
   // A run directory with its tokenizer next to the checkpoint.
   const std::string ckpt = g.model_checkpoint("run300", 300);
   fs::copy_file(tok + "/tokenizer.json", g.dir.file("run300/tokenizer.json"));
-  require_error(g.tool({"eval", "--checkpoint", ckpt, "--text", dir}), "--text: " + dir + " is a directory, not a file");
+  require_error(g.tool({"eval", "--checkpoint", ckpt, "--text", dir}), "--text: the directory " + dir + " holds no text file");
   require_error(g.tool({"eval", "--checkpoint", ckpt, "--text", missing}), "--text: cannot open " + missing);
   ToolResult r = g.tool({"generate", "--checkpoint", ckpt, "--prompt-file", dir});
   require_error(r, "--prompt-file: " + dir + " is a directory, not a file");
@@ -411,10 +411,10 @@ TEST_CASE("tool: --text and --prompt-file naming a directory or a missing file a
   CHECK(r.exit_code == 0);
 }
 
-TEST_CASE("tool: eval refuses both or neither of --data and --text, and --held-out without --text", "[tool]") {
+TEST_CASE("tool: eval refuses two or none of --data, --text and --choices, and --held-out without --text", "[tool]") {
   Gaps g("eval_flags");
   const std::string ckpt = g.model_checkpoint("run", 256), bytes = g.byte_tokens();
-  const std::string either = "give either --data TOKENS.bin or --text FILE";
+  const std::string either = "give one of --data TOKENS.bin, --text FILE or --choices FILE.jsonl";
   require_error(g.tool({"eval", "--checkpoint", ckpt}), either);
   require_error(g.tool({"eval", "--checkpoint", ckpt, "--data", bytes, "--text", g.text()}), either);
   require_error(g.tool({"eval", "--checkpoint", ckpt, "--data", bytes, "--held-out", "0.1"}), "--held-out goes with --text");

@@ -10,6 +10,8 @@
 
 #include "autograd/tapegrad.h"
 #include "kernels/backend.h"
+#include "lm/quantized_model.h"
+#include "lm/run_dir.h"
 
 namespace tapegrad::cli {
 
@@ -51,6 +53,31 @@ std::vector<std::string> take_positional(Args& args, size_t max) {
 void print_blas_advice() {
   const std::string advice = kernels::blas_advice();
   if (!advice.empty()) std::fprintf(stderr, "tapegrad: %s\n", advice.c_str());
+}
+
+std::string checkpoint_flag(const std::string& file_or_run_dir) {
+  const lm::ResolvedCheckpoint r = lm::resolve_checkpoint(file_or_run_dir);
+  if (!r.note.empty()) std::fprintf(stderr, "checkpoint: %s\n", r.note.c_str());
+  return r.path;
+}
+
+Device parse_device_flag(const std::string& s) {
+  try {
+    const Device d = parse_device(s);
+    (void)kernels::backend(d);
+    return d;
+  } catch (const Error& e) {
+    throw Error(fmt::format("--device {}: {}", s, e.what()));
+  }
+}
+
+void move_to_device(lm::InferenceModel& model, Device device, const std::string& path) {
+  if (device == Device::cpu()) return;
+  TG_CHECK(model.int8_group == 0 && !model.model->is_int8(),
+           "--device {}: '{}' is an int8 model, and int8 weights run on the CPU only (use --device cpu, or the "
+           "float checkpoint it was quantized from)",
+           device.str(), path);
+  model.model->to(device);
 }
 
 void set_threads(int n) {

@@ -14,6 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dtype.h"
+
+namespace tapegrad::lm {
+struct InferenceModel;
+}
+
 namespace tapegrad::cli {
 
 namespace po = boost::program_options;
@@ -32,6 +38,18 @@ std::vector<std::string> take_positional(Args& args, size_t max);
 
 // One stderr line when OpenBLAS runs a generic core on this CPU (see scripts/blas_env.sh).
 void print_blas_advice();
+
+// A --checkpoint value (a file, or a run directory: lm::resolve_checkpoint) as the checkpoint file to read;
+// for a directory, one stderr line says which checkpoint was taken.
+std::string checkpoint_flag(const std::string& file_or_run_dir);
+
+// A --device value: "cpu", "cuda", "cuda:N"; refused at once (naming the flag) when this build or
+// machine has no such device.
+Device parse_device_flag(const std::string& s);
+
+// Moves a loaded model to `device` (eval, generate, chat). An int8 model runs on the CPU only: any
+// other device is refused, naming the checkpoint and what to do instead.
+void move_to_device(lm::InferenceModel& model, Device device, const std::string& path);
 
 // Sets the CPU thread count when n > 0 (0 keeps OpenMP's default); throws on n < 0.
 void set_threads(int n);

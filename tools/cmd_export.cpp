@@ -26,14 +26,15 @@ namespace {
 int export_hf(Args args) {
   const std::string usage = "tapegrad export hf CHECKPOINT --out DIR";
   const std::vector<std::string> positional = take_positional(args, 1);
-  const std::string checkpoint = positional.empty() ? "" : positional[0];
+  const std::string given = positional.empty() ? "" : positional[0];
   po::options_description opts("tapegrad export hf options");
   opts.add_options()("out", po::value<std::string>()->required(), "the directory to write (config.json, model.safetensors, tokenizer.json)")(
       "tokenizer", po::value<std::string>(), "tokenizer.json or folder to export (default: the run's tokenizer.json, if any)");
   po::variables_map vm;
-  if (!parse(args, opts, vm, usage + "\n  CHECKPOINT: a tapegrad checkpoint (.safetensors) of a TransformerLM")) return 0;
-  TG_CHECK(!checkpoint.empty(), "export hf: expected CHECKPOINT (usage: {})", usage);
+  if (!parse(args, opts, vm, usage + "\n  CHECKPOINT: a tapegrad checkpoint (.safetensors) of a TransformerLM, or a run directory")) return 0;
+  TG_CHECK(!given.empty(), "export hf: expected CHECKPOINT (usage: {})", usage);
   const std::string out = vm["out"].as<std::string>();
+  const std::string checkpoint = checkpoint_flag(given);  // a file, or a run directory
 
   const optim::Checkpoint ck = optim::read_checkpoint(checkpoint);
   const auto model = lm::model_from_checkpoint(ck, checkpoint);
@@ -61,7 +62,7 @@ int export_hf(Args args) {
 int export_llama2c(Args args) {
   const std::string usage = "tapegrad export llama2c CHECKPOINT --out FILE.bin [--version 0|1|2] [--group G]";
   const std::vector<std::string> positional = take_positional(args, 1);
-  const std::string checkpoint = positional.empty() ? "" : positional[0];
+  const std::string given = positional.empty() ? "" : positional[0];
   po::options_description opts("tapegrad export llama2c options");
   opts.add_options()("out", po::value<std::string>()->required(), "the llama2.c model file to write")(
       "version", po::value<int>()->default_value(0),
@@ -70,10 +71,11 @@ int export_llama2c(Args args) {
       "version 2: values per scale; must divide dim and hidden_dim (default: an int8 model's own, else 64 or the "
       "largest power of two below 64 dividing both)");
   po::variables_map vm;
-  if (!parse(args, opts, vm, usage + "\n  CHECKPOINT: a tapegrad checkpoint or int8 model (.safetensors) of a TransformerLM"))
+  if (!parse(args, opts, vm, usage + "\n  CHECKPOINT: a tapegrad checkpoint or int8 model (.safetensors) of a TransformerLM, or a run directory"))
     return 0;
-  TG_CHECK(!checkpoint.empty(), "export llama2c: expected CHECKPOINT (usage: {})", usage);
+  TG_CHECK(!given.empty(), "export llama2c: expected CHECKPOINT (usage: {})", usage);
   const std::string out = vm["out"].as<std::string>();
+  const std::string checkpoint = checkpoint_flag(given);  // a file, or a run directory
   lm::Llama2cExportOptions options;
   options.version = vm["version"].as<int>();
   TG_CHECK(options.version >= 0 && options.version <= 2, "export llama2c: --version {}: must be 0, 1 or 2",

@@ -2,6 +2,7 @@
 // (lm::generate: prefill + KV-cache decode; lm::Utf8Stream holds back a UTF-8 character split across
 // tokens); prefill and decode tokens/s on stderr at the end.
 //   tapegrad generate --checkpoint run/checkpoints/best.safetensors --prompt "Once upon a time" --max-tokens 200
+//   tapegrad generate --checkpoint run --prompt "Once" --device cuda   (model and KV cache on the GPU: lm/generate.h)
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -39,7 +40,7 @@ std::string read_prompt(const po::variables_map& vm) {
 
 int cmd_generate(Args args) {
   po::options_description opts("tapegrad generate options");
-  opts.add_options()("checkpoint", po::value<std::string>()->required(), "checkpoint file (.safetensors)")(
+  opts.add_options()("checkpoint", po::value<std::string>()->required(), "checkpoint file (.safetensors), or a run directory (its best checkpoint, else its newest)")(
       "tokenizer", po::value<std::string>(), "tokenizer.json or folder (default: the run's tokenizer.json)")(
       "prompt", po::value<std::string>(), "the text to continue")(
       "prompt-file", po::value<std::string>(), "read the prompt from this file (default: --prompt, else stdin)")(
@@ -51,11 +52,13 @@ int cmd_generate(Args args) {
       "seed", po::value<uint64_t>()->default_value(1), "sampling seed (the same seed gives the same text on every machine)")(
       "sliding", po::bool_switch(), "past the context, keep the last context − 1 tokens and go on")(
       "no-stop", po::bool_switch(), "do not stop at the end-of-text token")(
+      "device", po::value<std::string>()->default_value("cpu"), "where the model runs: cpu, cuda or cuda:N")(
       "threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
   po::variables_map vm;
   if (!parse(args, opts, vm, "tapegrad generate --checkpoint C [--prompt TEXT | --prompt-file F | < stdin] [options]"))
     return 0;
   set_threads(vm["threads"].as<int>());
+  const Device device = parse_device_flag(vm["device"].as<std::string>());  // refused before any work
 
   lm::GenerateOptions o;
   o.max_tokens = vm["max-tokens"].as<int64_t>();
@@ -68,8 +71,9 @@ int cmd_generate(Args args) {
   o.sliding = vm["sliding"].as<bool>();
   const std::string prompt = read_prompt(vm);
 
-  const std::string path = vm["checkpoint"].as<std::string>();
-  const lm::InferenceModel loaded = lm::load_inference_model(path);  // a training checkpoint or an int8 model
+  const std::string path = checkpoint_flag(vm["checkpoint"].as<std::string>());
+  lm::InferenceModel loaded = lm::load_inference_model(path);  // a training checkpoint or an int8 model
+  move_to_device(loaded, device, path);
   const optim::Checkpoint& ck = loaded.info;
   const auto& model = loaded.model;
   const auto codec =

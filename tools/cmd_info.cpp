@@ -56,13 +56,13 @@ void print_checkpoint(const std::string& path) {
 
 int cmd_info(Args args) {
   po::options_description opts("tapegrad info options");
-  opts.add_options()("checkpoint", po::value<std::string>(), "describe this checkpoint instead")(
+  opts.add_options()("checkpoint", po::value<std::string>(), "describe this checkpoint (a file or a run directory) instead")(
       "threads", po::value<int>()->default_value(0), "CPU threads (0: OpenMP's default)");
   po::variables_map vm;
   if (!parse(args, opts, vm, "tapegrad info [--checkpoint C]")) return 0;
   set_threads(vm["threads"].as<int>());
   if (vm.count("checkpoint")) {
-    print_checkpoint(vm["checkpoint"].as<std::string>());
+    print_checkpoint(checkpoint_flag(vm["checkpoint"].as<std::string>()));
     return 0;
   }
   fmt::print("tapegrad 0.1.0\nOpenBLAS: {}\nOpenBLAS core: {} (threading model {}: 2 = OpenMP)\nthreads: {}\n",

@@ -27,8 +27,8 @@ int cmd_quantize(Args args) {
   if (!parse(args, opts, vm, usage + "\n  every matmul weight as int8 in groups with one float32 scale each (Q8_0)"))
     return 0;
   TG_CHECK(positional.size() == 1, "quantize: expected one CHECKPOINT (usage: {})", usage);
-  const std::string& path = positional[0];
   const std::string out = vm["out"].as<std::string>();
+  const std::string path = checkpoint_flag(positional[0]);  // a file, or a run directory
   const int64_t group = vm["group"].as<int64_t>();
   TG_CHECK(group >= 1 && group <= 4096, "--group {} is out of range [1, 4096]", group);
   TG_CHECK(!lm::is_int8_model_file(path),

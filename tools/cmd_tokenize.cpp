@@ -1,6 +1,7 @@
 // cmd_tokenize.cpp — `tapegrad tokenize train` (streamed byte-level BPE training, written as
-// DIR/tokenizer.json + vocab.json + merges.txt) and `tapegrad tokenize encode` (a text file to a token
-// file, with a progress line). Parsing, checks and reporting only: the work is in data/.
+// DIR/tokenizer.json + vocab.json + merges.txt) and `tapegrad tokenize encode` (text to a token file,
+// with a progress line on stderr). Both take several --input files and directories, and JSONL
+// (data/text_inputs.h). Parsing, checks and reporting only: the work is in data/.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,7 +16,10 @@
 #include <unistd.h>
 
 #include "data/bpe_trainer.h"
+#include "data/document_encode.h"
+#include "data/document_reader.h"
 #include "data/stream_encode.h"
+#include "data/text_inputs.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "kernels/error.h"
@@ -36,57 +40,13 @@ int thread_count(int requested) {
   return requested > 0 ? requested : int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-void check_readable(const std::string& path, const char* flag) {
-  std::error_code error;
-  TG_CHECK(fs::exists(path, error), "{} {}: no such file", flag, path);
-  TG_CHECK(!fs::is_directory(path, error), "{} {}: is a directory, not a file", flag, path);
-  TG_CHECK(std::ifstream(path, std::ios::binary).good(), "{} {}: cannot open it for reading", flag, path);
-}
-
-// "MB done / total, MB/s, ETA" on stdout: rewritten in place with '\r' on a terminal (at most 10
-// times a second), otherwise a plain line at most once a second; finish() prints the final state.
-class BytesProgressLine {
- public:
-  BytesProgressLine() : tty_(::isatty(STDOUT_FILENO) == 1), start_(Clock::now()), last_(start_) {}
-
-  void update(uint64_t done, uint64_t total) {
-    done_ = done, total_ = total;
-    const auto now = Clock::now();
-    if (now - last_ < (tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(1000))) return;
-    last_ = now;
-    print();
-  }
-  void finish() {
-    print();
-    if (tty_) std::fputc('\n', stdout);
-    std::fflush(stdout);
-  }
-
- private:
-  void print() {
-    const double elapsed = seconds_since(start_);
-    const double rate = elapsed > 0 ? megabytes(done_) / elapsed : 0;
-    const std::string line =
-        fmt::format("{:.1f} / {:.1f} MB, {:.1f} MB/s, ETA {}", megabytes(done_), megabytes(total_), rate,
-                    rate > 0 ? format_duration(megabytes(total_ - std::min(done_, total_)) / rate) : "?");
-    if (tty_) {
-      fmt::print("\r{:<60}", line);  // padded: a shorter line must cover the longer one before it
-    } else {
-      fmt::print("{}\n", line);
-    }
-    std::fflush(stdout);
-  }
-
-  bool tty_;
-  Clock::time_point start_, last_;
-  uint64_t done_ = 0, total_ = 0;
-};
-
-// --out FILE can be created (its directory exists and is writable) and is not --input.
-void check_out_file(const std::string& out, const std::string& input) {
+// --out FILE can be created (its directory exists and is writable) and is none of the inputs.
+void check_out_file(const std::string& out, const std::vector<data::TextInput>& inputs) {
   std::error_code error;
   TG_CHECK(!fs::is_directory(out, error), "--out {}: is a directory", out);
-  TG_CHECK(!fs::exists(out, error) || !fs::equivalent(out, input, error), "--out {}: is the --input file", out);
+  for (const data::TextInput& input : inputs)
+    TG_CHECK(!fs::exists(out, error) || !fs::equivalent(out, input.path, error), "--out {}: is the --input file{}", out,
+             inputs.size() > 1 ? " " + input.path : "");
   const fs::path parent = fs::path(out).parent_path().empty() ? fs::path(".") : fs::path(out).parent_path();
   TG_CHECK(fs::is_directory(parent, error), "--out {}: the directory {} does not exist", out, parent.string());
   TG_CHECK(::access(parent.c_str(), W_OK) == 0, "--out {}: the directory {} is not writable", out, parent.string());
@@ -115,10 +75,42 @@ bool prepare_out_dir(const std::string& dir) {
   return true;
 }
 
+// The separator a tokenizer with these special tokens puts between documents (lm::document_separator).
+std::string separator_for(const std::vector<std::string>& special_tokens) {
+  return special_tokens.empty() ? std::string("\n\n") : special_tokens.front();
+}
+
+// Temp files removed when this goes out of scope (also on an error).
+struct TempFiles {
+  std::vector<std::string> paths;
+  TempFiles() = default;
+  TempFiles(const TempFiles&) = delete;
+  TempFiles& operator=(const TempFiles&) = delete;
+  ~TempFiles() {
+    std::error_code ignored;
+    for (const std::string& p : paths) fs::remove(p, ignored);
+  }
+};
+
+// The documents of a JSONL input as plain text (each followed by the separator) in `path`, for the
+// BPE trainer, which reads plain-text files. Throws on bad JSONL (FILE:LINE: ...).
+void write_jsonl_documents(const data::TextInput& input, const std::string& separator, const std::string& field,
+                           const std::string& path) {
+  data::DocumentReader reader({input}, separator, field);
+  std::ofstream out(path, std::ios::binary);
+  TG_CHECK(out.good(), "cannot create the temporary file {}", path);
+  std::string document;
+  while (reader.next(document)) out << document;
+  out.flush();
+  TG_CHECK(out.good(), "cannot write the temporary file {} (disk full?)", path);
+}
+
 int train(Args args) {
   po::options_description opts("tapegrad tokenize train options");
   opts.add_options()("input", po::value<std::vector<std::string>>()->multitoken()->required(),
-                     "text file(s) to train on (several: trained on their concatenation)")(
+                     "text files, directories (their *.txt, *.text, *.md, *.jsonl) and JSONL files to train on, "
+                     "in this order (repeat the flag or give several)")(
+      "text-field", po::value<std::string>()->default_value("text"), "JSONL: the field that holds each document")(
       "vocab-size", po::value<int64_t>()->required(), "vocabulary size: special tokens + 256 bytes + merges")(
       "special", po::value<std::vector<std::string>>()->default_value({"<|endoftext|>"}, "<|endoftext|>"),
       "a special token (repeat the flag for several; '--special none' for none)")(
@@ -127,9 +119,11 @@ int train(Args args) {
       "directory for tokenizer.json, vocab.json and merges.txt (created when missing)");
   po::variables_map vm;
   if (!parse(args, opts, vm,
-             "tapegrad tokenize train --input FILE... --vocab-size N [--special TOKEN]... [--threads N] --out DIR"))
+             "tapegrad tokenize train --input PATH... [--text-field NAME] --vocab-size N [--special TOKEN]... "
+             "[--threads N] --out DIR"))
     return 0;
-  const auto inputs = vm["input"].as<std::vector<std::string>>();
+  const auto given = vm["input"].as<std::vector<std::string>>();
+  const std::string text_field = vm["text-field"].as<std::string>();
   const auto vocab_size = vm["vocab-size"].as<int64_t>();
   data::BpeTrainOptions options;
   options.special_tokens = special_tokens(vm["special"].as<std::vector<std::string>>());
@@ -140,21 +134,28 @@ int train(Args args) {
            "--vocab-size {}: must be at least {} ({} special token(s) + 256 byte tokens) and at most 2^32", vocab_size,
            base, options.special_tokens.size());
   options.vocab_size = size_t(vocab_size);
-  uint64_t bytes = 0;
-  for (const std::string& input : inputs) {
-    check_readable(input, "--input");
-    std::error_code unknown;
-    bytes += fs::file_size(input, unknown);
-  }
+  const std::vector<data::TextInput> inputs = data::resolve_text_inputs(given, "--input");
   const bool created = prepare_out_dir(out);
 
-  fmt::print("training a byte-level BPE on {} ({:.1f} MB), vocab {}, {} thread(s)\n",
-             inputs.size() == 1 ? inputs[0] : fmt::format("{} files", inputs.size()), megabytes(bytes), vocab_size,
+  fmt::print("training a byte-level BPE on {} ({} file(s), {:.1f} MB), vocab {}, {} thread(s)\n",
+             data::describe_inputs(given), inputs.size(), megabytes(data::total_bytes(inputs)), vocab_size,
              options.num_threads);
   std::fflush(stdout);
   try {
     const auto start = Clock::now();
-    const data::BpeModel model = data::train_bpe_files(inputs, options);
+    // Plain-text files are trained on as they are; a JSONL file's documents go through a temp file.
+    TempFiles temps;
+    std::vector<std::string> paths;
+    for (const data::TextInput& input : inputs) {
+      if (input.format == data::TextFormat::plain) {
+        paths.push_back(input.path);
+        continue;
+      }
+      temps.paths.push_back((fs::path(out) / fmt::format(".jsonl-text-{}.tmp", temps.paths.size())).string());
+      write_jsonl_documents(input, separator_for(options.special_tokens), text_field, temps.paths.back());
+      paths.push_back(temps.paths.back());
+    }
+    const data::BpeModel model = data::train_bpe_files(paths, options);
     const double seconds = seconds_since(start);
     data::save_tokenizer_dir(model, out);
     fmt::print("vocab {} = {} special + 256 bytes + {} merges, trained in {:.2f} s\n", model.vocab.size(),
@@ -176,29 +177,45 @@ int encode(Args args) {
   po::options_description opts("tapegrad tokenize encode options");
   opts.add_options()("tokenizer", po::value<std::string>()->required(),
                      "tokenizer.json, or a directory with tokenizer.json or vocab.json + merges.txt")(
-      "input", po::value<std::string>()->required(), "text file to encode")(
+      "input", po::value<std::vector<std::string>>()->multitoken()->required(),
+      "text files, directories (their *.txt, *.text, *.md, *.jsonl) and JSONL files to encode, in this order")(
+      "text-field", po::value<std::string>()->default_value("text"), "JSONL: the field that holds each document")(
       "out", po::value<std::string>()->required(), "token file to write (written as OUT.tmp, renamed when complete)")(
       "threads", po::value<int>()->default_value(0), "encoding threads (0: all cores)");
   po::variables_map vm;
-  if (!parse(args, opts, vm, "tapegrad tokenize encode --tokenizer DIR|FILE --input TEXT --out TOKENS.bin [--threads N]"))
+  if (!parse(args, opts, vm,
+             "tapegrad tokenize encode --tokenizer DIR|FILE --input PATH... [--text-field NAME] --out TOKENS.bin "
+             "[--threads N]"))
     return 0;
-  const std::string input = vm["input"].as<std::string>(), out = vm["out"].as<std::string>();
+  const auto given = vm["input"].as<std::vector<std::string>>();
+  const std::string out = vm["out"].as<std::string>();
   const int threads = thread_count(vm["threads"].as<int>());
-  check_readable(input, "--input");
-  check_out_file(out, input);
+  const std::vector<data::TextInput> inputs = data::resolve_text_inputs(given, "--input");
+  check_out_file(out, inputs);
   data::Tokenizer tokenizer(data::load_tokenizer_model(vm["tokenizer"].as<std::string>()));
 
   const auto start = Clock::now();
-  BytesProgressLine progress;
-  const uint64_t tokens = data::encode_file_to_token_file(
-      tokenizer, input, out, data::kEncodeBlockBytes * size_t(threads),
-      [&](uint64_t done, uint64_t total) { progress.update(done, total); }, threads);
-  std::error_code unknown;
-  const uint64_t bytes = fs::file_size(input, unknown);
+  BytesProgress progress;
+  const auto report = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
+  uint64_t tokens = 0, documents = 0;
+  if (inputs.size() == 1 && inputs[0].format == data::TextFormat::plain) {
+    // One text file: streamed in blocks cut where the ids stay exactly those of encoding it whole.
+    tokens = data::encode_file_to_token_file(tokenizer, inputs[0].path, out, data::kEncodeBlockBytes * size_t(threads),
+                                             report, threads);
+  } else {
+    data::DocumentReader reader(inputs, separator_for(tokenizer.model().special_tokens),
+                                vm["text-field"].as<std::string>());
+    const data::TokenFileSummary summary =
+        data::encode_documents_to_token_file(reader, data::bpe_document_encoder(tokenizer, threads),
+                                             tokenizer.vocab_size(), out, data::kDocumentChunkBytes, report);
+    tokens = summary.tokens, documents = summary.documents;
+  }
+  const uint64_t bytes = data::total_bytes(inputs);
   progress.update(bytes, bytes);
   progress.finish();
   const double seconds = seconds_since(start);
-  fmt::print("{} tokens written to {} (vocab {}), {:.2f} bytes/token, {:.2f} s\n", tokens, out, tokenizer.vocab_size(),
+  fmt::print("{} tokens written to {} (vocab {}){}, {:.2f} bytes/token, {:.2f} s\n", tokens, out,
+             tokenizer.vocab_size(), documents ? fmt::format(", {} documents from {} file(s)", documents, inputs.size()) : "",
              tokens ? double(bytes) / double(tokens) : 0.0, seconds);
   return 0;
 }
@@ -207,10 +224,12 @@ int help() {
   fmt::print(
       "usage: tapegrad tokenize <subcommand> [options]   (tapegrad tokenize <subcommand> --help for its options)\n\n"
       "subcommands:\n"
-      "  train   train a byte-level BPE on text files; writes DIR/tokenizer.json, vocab.json, merges.txt\n"
-      "          tapegrad tokenize train --input FILE... --vocab-size N [--special TOKEN]... [--threads N] --out DIR\n"
-      "  encode  encode a text file into a token file (the format of data/token_file.h)\n"
-      "          tapegrad tokenize encode --tokenizer DIR|FILE --input TEXT --out TOKENS.bin [--threads N]\n");
+      "  train   train a byte-level BPE on text; writes DIR/tokenizer.json, vocab.json, merges.txt\n"
+      "          tapegrad tokenize train --input PATH... --vocab-size N [--special TOKEN]... [--threads N] --out DIR\n"
+      "  encode  encode text into a token file (the format of data/token_file.h)\n"
+      "          tapegrad tokenize encode --tokenizer DIR|FILE --input PATH... --out TOKENS.bin [--threads N]\n"
+      "  PATH: a text file, a directory (every *.txt, *.text, *.md, *.jsonl below it, sorted by path) or a\n"
+      "  JSONL file (*.jsonl: one document per line in the field --text-field, default \"text\")\n");
   return 0;
 }
 

@@ -3,6 +3,8 @@
 //   tapegrad train --model micro --text corpus.txt --tokenizer tok/ --steps 2000 --out run
 //   tapegrad train --train train.bin --val val.bin --d-model 256 --layers 4 --heads 8 --out run
 //   tapegrad train ... --resume            (continue from the newest checkpoint in --out)
+//   tapegrad train --init-from base/ --text mine.txt --steps 500 --out tuned   (fine-tune: docs/training.md)
+//   tapegrad train --init-from base/ --sft chat.jsonl --steps 300 --out chat   (instruction tuning: docs/training.md)
 //   mpirun -np 2 tapegrad train ... --distributed   (data parallel over MPI: docs/distributed.md)
 #include <fmt/format.h>
 
@@ -13,15 +15,22 @@
 #include <memory>
 #include <optional>
 
+#include "data/file_io.h"
 #include "data/hf_tokenizer_json.h"
 #include "dist/communicator.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "kernels/backend.h"
+#include "lm/chat_template.h"
 #include "lm/evaluate.h"
+#include "lm/memory_estimate.h"
+#include "lm/llama2c_tokenizer.h"
+#include "lm/model_io.h"
 #include "lm/model_presets.h"
 #include "lm/run_dir.h"
+#include "lm/sft_data.h"
+#include "lm/text_codec.h"
 #include "lm/text_split.h"
 #include "lm/throughput.h"
 #include "lm/trainer.h"
@@ -55,11 +64,16 @@ void add_options(po::options_description& opts) {
       ("rope-theta", po::value<double>(), "RoPE base θ (default 10000)")
       ("tie-embeddings", po::value<bool>(), "share the token embedding with the LM head (true/false)")
       // data
-      ("text", po::value<std::string>(), "a text file, tokenized here; the last documents are the validation data")
+      ("text", po::value<std::vector<std::string>>()->multitoken(), "text files, directories (their *.txt, *.text, *.md, *.jsonl, sorted by path) and JSONL files, tokenized here in order; the last documents are the validation data")
+      ("text-field", po::value<std::string>()->default_value("text"), "--text: the JSONL field that holds each document")
       ("val-fraction", po::value<double>()->default_value(0.1, "0.1"), "--text: fraction of documents held out")
       ("train", po::value<std::string>(), "training token file (tapegrad tokenize encode)")
       ("val", po::value<std::string>(), "validation token file")
       ("tokenizer", po::value<std::string>(), "tokenizer.json or a tokenizer folder (required with --text)")
+      // --sft: instruction tuning (lm/sft_data.h, docs/training.md)
+      ("sft", po::value<std::string>(), "instruction tuning on a JSONL of {\"messages\": [{\"role\", \"content\"}, ...]} "
+       "or {\"prompt\", \"completion\"} lines, the chat template applied, the loss on the answers only")
+      ("sft-val", po::value<std::string>(), "--sft: held-out examples (default: --val-fraction of --sft's, spread evenly)")
       // optimization
       ("batch-size", po::value<int64_t>(), "windows per micro-batch (default: the preset's, else 32)")
       ("grad-accum", po::value<int64_t>()->default_value(1), "micro-batches per optimizer step")
@@ -86,7 +100,12 @@ void add_options(po::options_description& opts) {
       ("log-every", po::value<int64_t>()->default_value(1), "a metrics.jsonl line every N steps (N >= 1)")
       ("print-every", po::value<int64_t>()->default_value(0), "a progress line every N steps when stdout is not a terminal (0: steps/50; not negative)")
       ("resume", po::value<std::string>()->implicit_value(""), "continue a run: from the newest checkpoint in --out, or from the given one")
+      ("init-from", po::value<std::string>(), "start from the weights of this checkpoint or run directory (ours, or what "
+       "`import llama2c`/`import hf` wrote): its model config and tokenizer, a fresh optimizer, step 0 and this run's schedule")
       ("detect-anomaly", po::bool_switch(), "name the tape entry that first produces a NaN/Inf (slower)")
+      ("dry-run", po::bool_switch(), "print the memory estimate (and whether the run fits) and exit: nothing is "
+       "trained or written")
+      ("force", po::bool_switch(), "start even when the memory estimate exceeds what the machine (or GPU) has")
       ("distributed", po::bool_switch(), "data-parallel training on the ranks of `mpirun -np N tapegrad train ...` "
        "(MPI; NCCL with --device cuda): --batch-size is the global batch, split evenly; rank 0 prints and writes "
        "the run directory")
@@ -128,18 +147,6 @@ nn::TransformerLMConfig model_config(const po::variables_map& vm, int64_t data_v
   return c;
 }
 
-// --device: "cpu", "cuda", "cuda:N"; refused at once (naming the flag) when this build or machine
-// has no such device.
-Device parse_device_flag(const std::string& s) {
-  try {
-    const Device d = parse_device(s);
-    (void)kernels::backend(d);
-    return d;
-  } catch (const Error& e) {
-    throw Error(fmt::format("--device {}: {}", s, e.what()));
-  }
-}
-
 // Reconstructs the command line with --resume, for the "how to continue" line.
 std::string resume_command(Args args) {
   std::string cmd = "tapegrad train";
@@ -152,6 +159,49 @@ std::string resume_command(Args args) {
   return has_resume ? cmd : cmd + " --resume";
 }
 
+
+// --init-from: the checkpoint's model config. A model option given as well must say the same (a preset is
+// refused: the checkpoint is the model).
+nn::TransformerLMConfig init_from_config(const po::variables_map& vm, const optim::Checkpoint& ck,
+                                         const std::string& path) {
+  TG_CHECK(!vm.count("model"), "--model {} and --init-from: the model comes from the checkpoint '{}' (leave --model out)",
+           vm["model"].as<std::string>(), path);
+  nn::TransformerLMConfig c;
+  try {
+    c = nn::TransformerLMConfig::from_config_map(ck.config);
+  } catch (const Error& e) {
+    throw Error(fmt::format("--init-from '{}' does not hold a TransformerLM config: {}", path, e.what()));
+  }
+  auto same = [&](const char* flag, auto given, auto theirs) {
+    TG_CHECK(given == theirs, "--{} {} contradicts --init-from '{}', whose model has {} = {} (leave --{} out)", flag,
+             given, path, flag, theirs, flag);
+  };
+  if (auto v = get<int64_t>(vm, "vocab-size")) same("vocab-size", *v, c.vocab_size);
+  if (auto v = get<int64_t>(vm, "context")) same("context", *v, c.context_length);
+  if (auto v = get<int64_t>(vm, "d-model")) same("d-model", *v, c.d_model);
+  if (auto v = get<int64_t>(vm, "layers")) same("layers", *v, c.n_layers);
+  if (auto v = get<int64_t>(vm, "heads")) same("heads", *v, c.n_heads);
+  if (auto v = get<int64_t>(vm, "kv-heads")) same("kv-heads", *v, c.n_kv_heads);
+  if (auto v = get<int64_t>(vm, "d-ff")) same("d-ff", *v, c.d_ff);
+  if (auto v = get<double>(vm, "rope-theta")) same("rope-theta", *v, c.rope_theta);
+  if (auto v = get<bool>(vm, "tie-embeddings")) same("tie-embeddings", *v, c.tie_embeddings);
+  return c;
+}
+
+// --sft: the tokenizer as a TextCodec of `tokenizer_vocab` tokens — the BPE tokenizer, else llama2.c's tokenizer.bin
+// in the run directory of `from` (the --init-from checkpoint, or the one being resumed) when it came from llama2.c.
+std::unique_ptr<lm::TextCodec> sft_tokenizer_codec(const std::optional<data::BpeModel>& bpe,
+                                                   const optim::Checkpoint* from, const std::string& from_path,
+                                                   size_t tokenizer_vocab) {
+  if (bpe) return lm::make_bpe_codec(*bpe);
+  const bool llama2c = from && from->extra.count("run.tokenizer_kind") && from->extra.at("run.tokenizer_kind") == "llama2c";
+  TG_CHECK(llama2c, "--sft needs a tokenizer: --tokenizer, or --init-from a checkpoint whose run directory has one");
+  const std::string run = lm::run_dir_of_checkpoint(from_path);
+  const std::string bin = (std::filesystem::path(run.empty() ? "." : run) / "tokenizer.bin").string();
+  TG_CHECK(std::filesystem::exists(bin), "--sft: '{}' came from llama2.c but its run directory holds no tokenizer.bin",
+           from_path);
+  return lm::make_llama2c_codec(bin, tokenizer_vocab);
+}
 
 int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Communicator>& comm);
 
@@ -203,19 +253,39 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
 
   TG_CHECK(vm.count("out"), "--out DIR is required (the run directory)");
   const std::string out = vm["out"].as<std::string>();
-  TG_CHECK(vm.count("text") != vm.count("train"), "give either --text FILE or --train TOKENS.bin (not both, not neither)");
+  TG_CHECK(vm.count("text") + vm.count("train") + vm.count("sft") == 1,
+           "give one of --text FILE, --train TOKENS.bin or --sft FILE.jsonl (not several, not none)");
+  TG_CHECK(!(vm.count("sft") && vm.count("val")), "--val goes with --train; --sft takes --sft-val");
+  TG_CHECK(!vm.count("sft-val") || vm.count("sft"), "--sft-val goes with --sft");
   TG_CHECK(!(vm.count("text") && vm.count("val")), "--val goes with --train; --text holds out its own validation part");
   TG_CHECK(!(vm.count("steps") && vm.count("tokens")), "give --steps or --tokens, not both");
   const int64_t print_every = vm["print-every"].as<int64_t>();
   TG_CHECK(print_every >= 0, "--print-every must be >= 0 (0: steps/50), but is {}", print_every);
 
-  // The tokenizer: the given one, or the run's own when resuming.
+  // --init-from: another model's weights, with its config and tokenizer. A resumed fine-tuning run has its
+  // own weights in its checkpoint: there the flag (kept by the "resume with" line) changes nothing.
+  std::string init_from;
+  std::optional<optim::Checkpoint> init_ck;
+  if (vm.count("init-from") && !vm.count("resume")) {
+    init_from = checkpoint_flag(vm["init-from"].as<std::string>());
+    init_ck = optim::read_checkpoint(init_from);
+  }
+
+  // The tokenizer: the given one, the run's own when resuming, or the one that came with --init-from's checkpoint
+  // (its run directory's tokenizer.json; a given --tokenizer must then be that one: same fingerprint).
   std::optional<data::BpeModel> bpe;
   std::string tokenizer_source;
   if (vm.count("tokenizer")) tokenizer_source = vm["tokenizer"].as<std::string>();
   else if (vm.count("resume") && std::filesystem::exists(std::filesystem::path(out) / "tokenizer.json"))
     tokenizer_source = (std::filesystem::path(out) / "tokenizer.json").string();
-  if (!tokenizer_source.empty()) bpe = data::load_tokenizer_model(tokenizer_source);
+  if (init_ck) {
+    const std::string run = lm::run_dir_of_checkpoint(init_from);
+    const std::filesystem::path own = std::filesystem::path(run.empty() ? "." : run) / "tokenizer.json";
+    if (tokenizer_source.empty() && !run.empty() && std::filesystem::exists(own)) tokenizer_source = own.string();
+    if (!tokenizer_source.empty()) bpe = lm::tokenizer_for_checkpoint(*init_ck, init_from, tokenizer_source);
+  } else if (!tokenizer_source.empty()) {
+    bpe = data::load_tokenizer_model(tokenizer_source);
+  }
   TG_CHECK(!vm.count("text") || bpe, "--text needs --tokenizer (train one with: tapegrad tokenize train)");
 
   // The data, kept alive for the trainer.
@@ -226,14 +296,26 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   const int threads = num_threads();
   if (vm.count("text")) {
     data::Tokenizer tok(*bpe);
-    const std::string path = vm["text"].as<std::string>();
-    text = lm::tokenize_text_file(path, tok, vm["val-fraction"].as<double>(), threads);
-    fmt::print("text {}: {:.2f} MB → {} training tokens ({} documents), {} validation tokens ({} documents)\n", path,
-               double(text.bytes) / 1e6, text.train.size(), text.train_documents, text.val.size(), text.val_documents);
+    const auto given = vm["text"].as<std::vector<std::string>>();
+    const std::vector<data::TextInput> inputs = data::resolve_text_inputs(given, "--text");
+    lm::TextInputOptions text_options;
+    text_options.text_field = vm["text-field"].as<std::string>();
+    text_options.val_fraction = vm["val-fraction"].as<double>();
+    TG_CHECK(text_options.val_fraction > 0 && text_options.val_fraction < 1, "--val-fraction must be in (0, 1), but is {}",
+             text_options.val_fraction);
+    BytesProgress tokenizing;
+    if (rank0) text_options.progress = [&](uint64_t done, uint64_t total) { tokenizing.update(done, total); };
+    text = lm::tokenize_text_inputs(inputs, lm::document_separator(tok), data::bpe_document_encoder(tok, threads),
+                                    text_options);
+    tokenizing.finish();
+    const std::string path = data::describe_inputs(given);
+    fmt::print("text {}{}: {:.2f} MB → {} training tokens ({} documents), {} validation tokens ({} documents)\n", path,
+               inputs.size() > 1 ? fmt::format(" ({} files)", inputs.size()) : "", double(text.bytes) / 1e6,
+               text.train.size(), text.train_documents, text.val.size(), text.val_documents);
     train_src.emplace(std::span<const uint32_t>(text.train));
     val_src.emplace(std::span<const uint32_t>(text.val));
     run_info["text"] = path;
-  } else {
+  } else if (vm.count("train")) {
     train_file = std::make_unique<data::TokenFile>(vm["train"].as<std::string>());
     train_src.emplace(*train_file);
     run_info["train"] = vm["train"].as<std::string>();
@@ -243,8 +325,9 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
       run_info["val"] = vm["val"].as<std::string>();
     }
   }
-  fmt::print("unigram entropy of the training tokens: {:.4f} nats/token (the loss of a model that ignores context)\n",
-             lm::unigram_entropy(*train_src));
+  if (train_src)  // (--sft reads its examples once the model's context is known, below)
+    fmt::print("unigram entropy of the training tokens: {:.4f} nats/token (the loss of a model that ignores context)\n",
+               lm::unigram_entropy(*train_src));
   const int64_t data_vocab = bpe ? int64_t(bpe->vocab.size()) : train_file ? int64_t(train_file->vocab_size()) : 0;
 
   // Resuming: which checkpoint, and (when no model option is given) the model config it holds.
@@ -264,12 +347,32 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   if (!resume_from.empty()) resume_ck = optim::read_checkpoint(resume_from);
   if (resume_ck && !model_flags) {
     config = nn::TransformerLMConfig::from_config_map(resume_ck->config);
+  } else if (init_ck) {
+    config = init_from_config(vm, *init_ck, init_from);
   } else {
     config = model_config(vm, data_vocab);
   }
+  // The chat template (lm/chat_template.h): the one the starting checkpoint was instruction-tuned with; for --sft
+  // else the tokenizer's own special tokens, or 4 ids appended to its vocabulary — the model's vocabulary grows by as
+  // many rows (Trainer::init_from: the mean of the existing rows).
+  std::optional<lm::ChatTemplate> chat;
+  if (resume_ck) chat = lm::chat_template_for_checkpoint(*resume_ck);
+  else if (init_ck) chat = lm::chat_template_for_checkpoint(*init_ck);
+  std::unique_ptr<lm::TextCodec> sft_codec;
+  if (vm.count("sft")) {
+    const optim::Checkpoint* from = resume_ck ? &*resume_ck : init_ck ? &*init_ck : nullptr;
+    sft_codec = sft_tokenizer_codec(bpe, from, resume_ck ? resume_from : init_from,
+                                    chat ? chat->tokenizer_vocab : size_t(config.vocab_size));
+    if (!chat && bpe) chat = lm::chat_template_in_tokenizer(*bpe);
+    if (!chat) chat = lm::ChatTemplate::appended(sft_codec->vocab_size());
+    TG_CHECK(int64_t(chat->vocab_size()) >= config.vocab_size,
+             "--sft: the model's vocabulary ({}) is larger than the tokenizer's {} + the chat template's {} tokens",
+             config.vocab_size, chat->tokenizer_vocab, chat->added_tokens);
+    config.vocab_size = int64_t(chat->vocab_size());
+  }
   // One vocabulary for both, as `generate` and `eval` require of the checkpoint and its tokenizer.
   if (bpe)
-    TG_CHECK(int64_t(bpe->vocab.size()) == config.vocab_size,
+    TG_CHECK(int64_t(bpe->vocab.size()) + (chat ? chat->added_tokens : 0) == config.vocab_size,
              "the tokenizer has {} tokens but the model's vocabulary is {}: another tokenizer? (--vocab-size must match it)",
              bpe->vocab.size(), config.vocab_size);
 
@@ -300,20 +403,96 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   o.detect_anomaly = vm["detect-anomaly"].as<bool>();
   run_info["threads"] = fmt::format("{}", threads);
   if (preset) run_info["model_preset"] = preset->name;
+  // An --init-from model that came with llama2.c's tokenizer (`import llama2c`): its tokenizer.bin is copied into
+  // this run, and the checkpoints say so, so that generate, eval and chat find it as they do for the import.
+  std::string llama2c_tokenizer;
+  if (init_ck && init_ck->extra.count("run.tokenizer_kind") && init_ck->extra.at("run.tokenizer_kind") == "llama2c") {
+    const std::string run = lm::run_dir_of_checkpoint(init_from);
+    llama2c_tokenizer = (std::filesystem::path(run.empty() ? "." : run) / "tokenizer.bin").string();
+    TG_CHECK(std::filesystem::exists(llama2c_tokenizer),
+             "--init-from '{}' was imported from llama2.c but its run directory holds no tokenizer.bin", init_from);
+    run_info["tokenizer_kind"] = "llama2c";
+    run_info["tokenizer"] = (std::filesystem::path(out) / "tokenizer.bin").string();
+  }
+  if (resume_ck)  // what the run's first start recorded of its origin stays in every later checkpoint
+    for (const char* key : {"init_from", "tokenizer_kind", "tokenizer"})
+      if (!run_info.count(key) && resume_ck->extra.count(std::string("run.") + key))
+        run_info[key] = resume_ck->extra.at(std::string("run.") + key);
   if (bpe) {
     run_info["tokenizer"] = (std::filesystem::path(out) / "tokenizer.json").string();
     run_info["tokenizer_source"] = tokenizer_source;
     run_info["tokenizer_fingerprint"] = data::tokenizer_fingerprint(*bpe);
   }
+  // --sft: the examples, rendered with the chat template; an example longer than the context is refused (file:line).
+  std::optional<lm::SftData> sft;
+  if (vm.count("sft")) {
+    sft.emplace();
+    const std::string path = vm["sft"].as<std::string>();
+    const size_t max_ids = size_t(config.context_length) + 1;
+    sft->train = lm::read_sft_jsonl(path, *sft_codec, *chat, max_ids);
+    if (vm.count("sft-val")) {
+      sft->val = lm::read_sft_jsonl(vm["sft-val"].as<std::string>(), *sft_codec, *chat, max_ids);
+      run_info["sft_val"] = vm["sft-val"].as<std::string>();
+    } else {
+      sft->val = lm::hold_out_examples(sft->train, vm["val-fraction"].as<double>());
+    }
+    TG_CHECK(!sft->train.empty(), "--sft {}: every example is held out (lower --val-fraction)", path);
+    sft->pad_id = chat->end_id;
+    size_t answers = 0;
+    for (const lm::SftExample& ex : sft->train) answers += ex.answer_tokens();
+    fmt::print("sft {}: {} training examples ({} answer tokens), {} held out; chat template {} {} {} {} = ids {} {} {} "
+               "{}{}\n",
+               path, sft->train.size(), answers, sft->val.size(), lm::kSystemToken, lm::kUserToken,
+               lm::kAssistantToken, lm::kEndToken, chat->system_id, chat->user_id, chat->assistant_id, chat->end_id,
+               chat->added_tokens ? fmt::format(" (appended to the tokenizer's {})", chat->tokenizer_vocab) : "");
+    run_info["sft"] = path;
+    const std::string base_vocab =
+        init_ck && init_ck->config.count("vocab_size") ? init_ck->config.at("vocab_size") : std::string();
+    if (!base_vocab.empty() && base_vocab != fmt::format("{}", config.vocab_size))
+      fmt::print("the vocabulary grows from {} to {}: the new embedding (and lm_head) rows are the mean of the old "
+                 "ones\n", base_vocab, config.vocab_size);
+  }
+  if (chat) chat->to_run_info(run_info);  // every checkpoint remembers the template (generate, chat)
   o.run_info = run_info;
 
-  lm::Trainer trainer(config, o, *train_src, val_src, comm);
+  // The memory this run will need (lm/memory_estimate.h), before anything is allocated: printed by every start;
+  // --dry-run ends here with nothing written; a run that does not fit is refused unless --force.
+  {
+    lm::TrainOptions per_rank = o;  // each rank of a distributed run holds its slice of the batch
+    if (comm) per_rank.batch_size = std::max<int64_t>(1, o.batch_size / comm->world_size());
+    const lm::MemoryEstimate memory = lm::estimate_training_memory(config, per_rank, lm::process_rss_bytes(), threads);
+    const auto capacity = lm::memory_capacity(o.device);
+    fmt::print("{}", lm::format_memory_table(memory, o.device, capacity));
+    if (vm["dry-run"].as<bool>()) {
+      try {
+        lm::check_memory_fits(memory, o.device, capacity, /*force=*/false);
+        fmt::print("dry run: the run fits; nothing was trained or written\n");
+      } catch (const Error& e) {
+        fmt::print("dry run: the run would be refused: {}\n", e.what());
+      }
+      return 0;
+    }
+    lm::check_memory_fits(memory, o.device, capacity, vm["force"].as<bool>());
+  }
+
+  std::unique_ptr<lm::Trainer> trainer_holder =
+      sft ? std::make_unique<lm::Trainer>(config, o, std::move(*sft), comm)
+          : std::make_unique<lm::Trainer>(config, o, *train_src, val_src, comm);
+  lm::Trainer& trainer = *trainer_holder;
+  if (init_ck) {
+    trainer.init_from(*init_ck, init_from);
+    fmt::print("initialised from {} (step {} of its run); optimizer, step and schedule start afresh\n", init_from,
+               init_ck->step);
+  }
   if (!resume_from.empty()) {
     trainer.resume(*resume_ck, resume_from);
     fmt::print("resumed from {} at step {}\n", resume_from, trainer.step());
   }
   if (rank0 && bpe && !std::filesystem::exists(std::filesystem::path(out) / "tokenizer.json"))
     data::save_hf_tokenizer_json(*bpe, (std::filesystem::path(out) / "tokenizer.json").string());
+  if (rank0 && !llama2c_tokenizer.empty())  // the fine-tuned model's tokenizer goes with it, as with an import
+    data::write_file_atomic((std::filesystem::path(out) / "tokenizer.bin").string(),
+                            data::read_whole_file(llama2c_tokenizer, "--init-from's tokenizer.bin"), "train");
 
   const double flops = lm::flops_per_token(trainer.model().config);
   const Device device = o.device;

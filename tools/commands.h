@@ -12,6 +12,7 @@ int cmd_tokenize(Args args);  // cmd_tokenize.cpp: `tokenize train` (BPE) and `t
 int cmd_train(Args args);     // cmd_train.cpp: train a TransformerLM (lm::Trainer)
 int cmd_eval(Args args);      // cmd_eval.cpp: loss and perplexity of a checkpoint on token data or text
 int cmd_generate(Args args);  // cmd_generate.cpp: text from a checkpoint (KV cache, sampling)
+int cmd_chat(Args args);      // cmd_chat.cpp: a conversation with an instruction-tuned checkpoint
 int cmd_import(Args args);    // cmd_import.cpp: `import llama2c` / `import hf`: a llama2.c or Hugging Face Llama model as a checkpoint
 int cmd_quantize(Args args);  // cmd_quantize.cpp: a checkpoint's weights as int8 (Q8_0) for generation
 int cmd_export(Args args);    // cmd_export.cpp: `export hf`: a checkpoint as a Hugging Face Llama directory

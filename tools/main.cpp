@@ -1,7 +1,7 @@
 // main.cpp — the tapegrad command-line tool's entry point: picks the subcommand, turns every error
 // into one stderr line and a non-zero exit. Parsing and wiring only; each subcommand is one file
 // (commands.h), the work is library code (lm/, data/, nn/).
-//   tapegrad tokenize train|encode | train | eval | generate | import llama2c|hf | export hf|llama2c | quantize | info | demo | dot
+//   tapegrad tokenize train|encode | train | eval | generate | chat | import llama2c|hf | export hf|llama2c | quantize | info | demo | dot
 //   | help   (`demo` without a command)
 #include <boost/program_options.hpp>
 #include <cstdio>
@@ -26,6 +26,7 @@ constexpr Command kCommands[] = {
     {"train", tapegrad::cli::cmd_train, "train a TransformerLM on token files or text"},
     {"eval", tapegrad::cli::cmd_eval, "loss and perplexity of a checkpoint on token data or text"},
     {"generate", tapegrad::cli::cmd_generate, "continue a prompt with a trained model (KV cache; greedy, top-k, top-p)"},
+    {"chat", tapegrad::cli::cmd_chat, "talk to an instruction-tuned checkpoint (train --sft): turns from a terminal or stdin"},
     {"import", tapegrad::cli::cmd_import, "a llama2.c or Hugging Face Llama model as a tapegrad checkpoint (import llama2c | hf)"},
     {"quantize", tapegrad::cli::cmd_quantize, "a checkpoint's matmul weights as int8 groups (Q8_0) for faster generation"},
     {"export", tapegrad::cli::cmd_export, "a checkpoint as a Hugging Face Llama directory or a llama2.c .bin (export hf | llama2c)"},

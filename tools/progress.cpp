@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -70,6 +72,61 @@ void ProgressLine::finish() { end_live_line(); }
 void ProgressLine::end_live_line() {
   if (live_) std::fputs("\n", stdout);
   live_ = false;
+}
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+BytesProgress::BytesProgress(std::string label)
+    : tty_(::isatty(STDERR_FILENO) == 1), label_(std::move(label)), start_(now_seconds()) {}
+
+BytesProgress::~BytesProgress() {
+  if (tty_ && live_) std::fputc('\n', stderr);
+}
+
+void BytesProgress::update(uint64_t bytes_done, uint64_t bytes_total) {
+  done_ = bytes_done, total_ = std::max(bytes_total, bytes_done);
+  const double now = now_seconds();
+  if (tty_) {
+    if (now - last_print_ < 0.1) return;
+    last_print_ = now;
+    print();
+    return;
+  }
+  const int tenths = total_ > 0 ? int(10 * done_ / total_) : 0;
+  if (tenths <= printed_tenths_ || now - start_ < 1.0) return;
+  printed_tenths_ = tenths;
+  print();
+}
+
+void BytesProgress::finish() {
+  if (tty_ && live_) {
+    print();
+    std::fputc('\n', stderr);
+    live_ = false;
+  }
+  std::fflush(stderr);
+}
+
+void BytesProgress::print() {
+  const double elapsed = now_seconds() - start_;
+  const double mb_done = double(done_) / 1e6, mb_total = double(total_) / 1e6;
+  const double mb_per_s = elapsed > 0 ? mb_done / elapsed : 0;
+  const std::string line =
+      fmt::format("{}: {:.1f} / {:.1f} MB, {:.1f} MB/s, ETA {}", label_, mb_done, mb_total, mb_per_s,
+                  mb_per_s > 0 ? format_duration((mb_total - mb_done) / mb_per_s) : "?");
+  if (tty_) {
+    fmt::print(stderr, "\r{:<72}", line);  // padded: a shorter line must cover the longer one before it
+    live_ = true;
+  } else {
+    fmt::print(stderr, "{}\n", line);
+  }
+  std::fflush(stderr);
 }
 
 }  // namespace tapegrad::cli

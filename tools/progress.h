@@ -35,4 +35,27 @@ class ProgressLine {
 // "1:02:03" / "4:05"; "?" when not finite or negative
 std::string format_duration(double seconds);
 
+// While text is tokenized, on stderr: "tokenizing: 12.3 / 45.6 MB, 8.1 MB/s, ETA 0:04". On a terminal
+// the line is rewritten in place ('\r', at most 10 times a second); on a pipe or file a plain line is
+// printed at each further 10 % of the bytes once the work has run a second (at most ~10 lines; a
+// quick job prints none). finish() ends the live line.
+class BytesProgress {
+ public:
+  explicit BytesProgress(std::string label = "tokenizing");
+  ~BytesProgress();  // ends a live line left showing (an error is on its own line)
+  BytesProgress(const BytesProgress&) = delete;
+  BytesProgress& operator=(const BytesProgress&) = delete;
+  void update(uint64_t bytes_done, uint64_t bytes_total);
+  void finish();
+
+ private:
+  void print();
+  bool tty_;
+  std::string label_;
+  double start_, last_print_ = 0;
+  uint64_t done_ = 0, total_ = 0;
+  int printed_tenths_ = 0;  // pipe: the last 10 % step printed
+  bool live_ = false;       // terminal: a line is showing
+};
+
 }  // namespace tapegrad::cli

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/memory_info.h"
 #include "kernels/cuda/runtime.h"
 
 namespace tapegrad::kernels::cuda {
@@ -59,6 +60,10 @@ class CachingAllocator {
   MemoryStats stats() {
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;
+  }
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.peak_allocated_bytes = stats_.allocated_bytes;
   }
 
  private:
@@ -218,6 +223,16 @@ void check_device_errors() {
 }
 
 MemoryStats memory_stats() { return allocator().stats(); }
+void reset_peak_memory_stats() { allocator().reset_peak(); }
+size_t device_total_bytes() {
+  size_t free_bytes = 0, total_bytes = 0;
+#if defined(TAPEGRAD_CUDA_EMULATED)
+  check(hipMemGetInfo(&free_bytes, &total_bytes), "hipMemGetInfo");
+#else
+  check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+#endif
+  return total_bytes;
+}
 void empty_cache() { allocator().empty_cache(); }
 
 void release_process_resources() {

@@ -1,0 +1,187 @@
+// chat_session.cpp — one reply at a time, the KV cache kept across turns (see chat_session.h).
+#include "lm/chat_session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "autograd/tapegrad.h"
+#include "lm/generate.h"
+
+namespace tapegrad::lm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// ids → int64 [1, T] on `device`
+Tensor as_batch(std::span<const uint32_t> ids, Device device) {
+  std::vector<int64_t> v(ids.begin(), ids.end());
+  return from_vector(v, {1, static_cast<int64_t>(v.size())}).to(device);
+}
+
+void append(std::vector<uint32_t>& to, std::span<const uint32_t> ids) { to.insert(to.end(), ids.begin(), ids.end()); }
+
+// Positions a new turn needs besides its own ids: one answer id and the closing <|end|>.
+constexpr int64_t kAnswerRoom = 2;
+
+}  // namespace
+
+ChatSession::ChatSession(const nn::TransformerLM& model, TextCodec& codec, const ChatTemplate& chat_template,
+                         ChatOptions options)
+    : model_(model),
+      codec_(codec),
+      template_(chat_template),
+      options_(std::move(options)),
+      sampler_(options_.sampling, options_.seed),
+      cache_(model.config, 1, 0, model.device()) {
+  const int64_t vocab = model.config.vocab_size;
+  TG_CHECK(int64_t(codec.vocab_size()) == vocab,
+           "chat: the tokenizer has {} tokens but the model's vocabulary is {}: another tokenizer?", codec.vocab_size(),
+           vocab);
+  for (uint32_t id : {template_.system_id, template_.user_id, template_.assistant_id, template_.end_id})
+    TG_CHECK(int64_t(id) < vocab, "chat: the template's token {} (id {}) is outside the model's vocabulary of {}",
+             template_.special_text(id), id, vocab);
+  TG_CHECK(options_.max_tokens >= 1, "--max-tokens must be at least 1, but is {}", options_.max_tokens);
+  (void)StopStrings(options_.stop);  // an empty stop string is refused now, not at the first reply
+  start_ = codec.encode_prompt("");
+  if (options_.system) append(start_, template_.encode_message(codec, {"system", *options_.system}));
+  // The smallest turn: <|user|> <|end|> <|assistant|>, then an answer id and <|end|>.
+  TG_CHECK(int64_t(start_.size()) + 3 + kAnswerRoom <= cache_.capacity(),
+           "chat: the system message takes {} tokens, which leaves no room for a turn in the model's context of {} "
+           "(a shorter --system)",
+           start_.size(), cache_.capacity());
+}
+
+int64_t ChatSession::history_size() const {
+  auto n = int64_t(start_.size());
+  for (const auto& t : turns_) n += int64_t(t.size());
+  return n;
+}
+
+std::vector<uint32_t> ChatSession::history() const {
+  std::vector<uint32_t> ids = start_;
+  for (const auto& t : turns_) append(ids, t);
+  return ids;
+}
+
+void ChatSession::reset() {
+  turns_.clear();
+  cache_.reset();
+}
+
+int64_t ChatSession::drop_oldest_turns(size_t current, int64_t need) {
+  int64_t dropped = 0;
+  int64_t total = history_size() + int64_t(current);
+  while (total + need > cache_.capacity() && size_t(dropped) < turns_.size())
+    total -= int64_t(turns_[size_t(dropped++)].size());
+  turns_.erase(turns_.begin(), turns_.begin() + dropped);
+  return dropped;
+}
+
+ChatReply ChatSession::reply(std::string_view user_text, const std::function<void(std::string_view)>& on_text) {
+  std::vector<uint32_t> current = template_.encode_message(codec_, {"user", std::string(user_text)});
+  append(current, template_.generation_prompt());
+  const int64_t context = cache_.capacity();
+  TG_CHECK(int64_t(start_.size() + current.size()) + kAnswerRoom <= context,
+           "chat: this message takes {} tokens; with the {} of the start and the system message, and room for an "
+           "answer, it needs {} positions, more than the model's context of {} (a shorter message)",
+           current.size(), start_.size(), start_.size() + current.size() + kAnswerRoom, context);
+  try {
+    return reply_unguarded(std::move(current), on_text);
+  } catch (...) {
+    cache_.reset();  // it may hold part of the failed turn: the next reply prefills the history again
+    throw;
+  }
+}
+
+ChatReply ChatSession::reply_unguarded(std::vector<uint32_t> current,
+                                       const std::function<void(std::string_view)>& on_text) {
+  const int64_t context = cache_.capacity();
+  const Device device = model_.device();
+  NoGradGuard no_grad;
+  ChatReply r;
+  auto t0 = Clock::now();
+
+  // Prefill what the cache lacks: the new turn (and the start after construction or reset()), or,
+  // when old turns had to go, everything that is left.
+  r.dropped_turns = drop_oldest_turns(current.size(), kAnswerRoom);
+  if (r.dropped_turns > 0) cache_.reset();
+  std::vector<uint32_t> feed = history();
+  feed.erase(feed.begin(), feed.begin() + cache_.length());
+  append(feed, current);
+  if (r.dropped_turns > 0 && options_.on_context_shift)
+    options_.on_context_shift(r.dropped_turns, int64_t(feed.size()));
+  r.prefill_tokens = int64_t(feed.size());
+  Tensor logits = model_.forward(as_batch(feed, device), cache_, /*last_only=*/true);
+  uint32_t next = next_token(sampler_, logits);
+  r.prefill_seconds = seconds_since(t0);
+  t0 = Clock::now();
+
+  auto feed_one = [&](uint32_t id) {
+    const uint32_t ids[1] = {id};
+    logits = model_.forward(as_batch(ids, device), cache_);
+    ++r.decode_tokens;
+  };
+  StopStrings stop(options_.stop);
+  Utf8Stream utf8;
+  auto emit = [&](const std::string& text) {
+    if (text.empty()) return;
+    r.text += text;
+    if (on_text) on_text(text);
+  };
+  const std::optional<uint32_t> end_of_text = codec_.stop_token();
+  std::vector<uint32_t> answer;
+  uint32_t prev = current.back();
+  // Invariant: before an id is fed, the cache has room for it and for the closing <|end|>.
+  for (;;) {
+    r.tokens.push_back(next);
+    if (next == template_.end_id || (end_of_text && next == *end_of_text)) {
+      r.stop = ChatStop::EndToken;
+      break;
+    }
+    answer.push_back(next);
+    if (!template_.is_special(next)) emit(utf8.push(stop.push(codec_.decode_token(prev, next))));
+    prev = next;
+    feed_one(next);
+    if (stop.stopped()) {
+      r.stop = ChatStop::StopString;
+      break;
+    }
+    if (int64_t(answer.size()) == options_.max_tokens) {
+      r.stop = ChatStop::MaxTokens;
+      break;
+    }
+    if (cache_.length() + kAnswerRoom > context) {  // make room: the oldest turns go, the rest is read again
+      // Room for the rest of the answer if old turns allow it, so that one answer re-reads at most once.
+      const int64_t rest = options_.max_tokens - int64_t(answer.size()) + 1;
+      const int64_t dropped = drop_oldest_turns(current.size() + answer.size(), std::max(rest, kAnswerRoom));
+      if (dropped == 0) {
+        r.stop = ChatStop::ContextFull;
+        break;
+      }
+      r.dropped_turns += dropped;
+      cache_.reset();
+      feed = history();
+      append(feed, current);
+      append(feed, answer);
+      if (options_.on_context_shift) options_.on_context_shift(dropped, int64_t(feed.size()));
+      logits = model_.forward(as_batch(feed, device), cache_, /*last_only=*/true);
+    }
+    next = next_token(sampler_, logits);
+  }
+  feed_one(template_.end_id);  // the answer closed in the cache, as the template renders it
+  emit(utf8.push(stop.finish()));
+  emit(utf8.finish());
+  r.decode_seconds = seconds_since(t0);
+
+  append(current, answer);
+  current.push_back(template_.end_id);
+  turns_.push_back(std::move(current));
+  return r;
+}
+
+}  // namespace tapegrad::lm

@@ -1,0 +1,72 @@
+// sft_data.h — instruction-tuning examples (`train --sft`): JSONL conversations rendered with the chat
+// template (lm/chat_template.h), each with the per-token loss mask, and batches of them for the Trainer.
+//
+// One example per line, either form:
+//   {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "reverse: abc"},
+//                 {"role": "assistant", "content": "cba"}]}
+//   {"prompt": "reverse: abc", "completion": "cba"}          (prompt → a user message, completion → assistant)
+// Blank lines are skipped. Every other line must be one of the two forms, with at least one assistant message;
+// anything else is ONE tapegrad::Error naming file:line and what is wrong (not JSON, not an object, no
+// "messages", a message that is not an object, an unknown role, content that is not a string, …).
+//
+// Loss mask: ids = ChatTemplate::encode_conversation(messages); trained[i] = 1 exactly when ids[i] is a token of
+// an assistant message's content or that message's <|end|>. The model is trained to predict those tokens only:
+//   inputs  = ids[0 .. n−2]
+//   targets[t] = ids[t+1] if trained[t+1] else −100 (nn::cross_entropy's ignore_index)
+// so the system and user turns, the headers and the tokenizer's BOS are context, never targets.
+//
+// Length: an example of more than context + 1 ids (its inputs would not fit the model's context) is refused
+// with its file:line — never truncated, which would silently train on a cut answer.
+//
+// Batches: examples padded on the right to the longest one of the batch (inputs padded with `pad_id`, targets
+// with −100). Attention is causal, so a real token never attends to the pads after it, and the pads' own
+// outputs are ignored by the loss: no attention mask is needed. (Packing several examples into one window
+// would need a block-diagonal mask, which the fused attention does not have.)
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/batch.h"
+#include "lm/chat_template.h"
+#include "lm/text_codec.h"
+
+namespace tapegrad::lm {
+
+inline constexpr int64_t kIgnoreIndex = -100;
+
+struct SftExample {
+  std::vector<uint32_t> ids;     // the rendered conversation
+  std::vector<uint8_t> trained;  // per id: 1 when it is a target (assistant content or its <|end|>)
+  std::string where;             // "file:line", for messages
+  // The loss targets of inputs ids[0 .. n−2]: ids[t+1] where trained[t+1], else kIgnoreIndex.
+  std::vector<int64_t> targets() const;
+  size_t answer_tokens() const;  // Σ trained
+};
+
+// One JSONL line → its messages (prompt/completion become user/assistant). `where` ("file:line") starts
+// every error message. Does not check that there is an assistant message (encode_sft_example does).
+std::vector<ChatMessage> parse_sft_line(std::string_view line, const std::string& where);
+
+// Messages → the example (ids and mask, see above). Refused: no assistant message; more than `max_ids` ids
+// (context + 1; 0: no limit).
+SftExample encode_sft_example(const std::vector<ChatMessage>& messages, TextCodec& codec, const ChatTemplate& chat,
+                              const std::string& where, size_t max_ids = 0);
+
+// Every example of a JSONL text (`name` is the file's name in messages), and of a file.
+std::vector<SftExample> parse_sft_jsonl(std::string_view text, const std::string& name, TextCodec& codec,
+                                        const ChatTemplate& chat, size_t max_ids = 0);
+std::vector<SftExample> read_sft_jsonl(const std::string& path, TextCodec& codec, const ChatTemplate& chat,
+                                       size_t max_ids = 0);
+
+// Moves round(n·fraction) examples, spread evenly over the file (example i when ⌊(i+1)·f⌋ > ⌊i·f⌋), from `all`
+// into the returned held-out set; `all` keeps the rest in order. fraction in [0, 1).
+std::vector<SftExample> hold_out_examples(std::vector<SftExample>& all, double fraction);
+
+// The batch of examples `which` (indices into `examples`): inputs and targets [B, Tmax] int64, Tmax the longest
+// example's length − 1, right-padded (inputs with pad_id, targets with kIgnoreIndex).
+data::Batch sft_batch(const std::vector<SftExample>& examples, std::span<const size_t> which, uint32_t pad_id);
+
+}  // namespace tapegrad::lm

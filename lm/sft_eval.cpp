@@ -1,0 +1,38 @@
+// sft_eval.cpp — answer-token loss over held-out instruction-tuning examples (see sft_eval.h).
+#include "lm/sft_eval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "nn/loss.h"
+
+namespace tapegrad::lm {
+
+EvalResult evaluate_sft(const nn::TransformerLM& model, const std::vector<SftExample>& examples, int64_t batch_size,
+                        uint32_t pad_id) {
+  TG_CHECK(!examples.empty(), "evaluate: no held-out examples");
+  TG_CHECK(batch_size > 0, "evaluate: batch size must be positive, got {}", batch_size);
+  NoGradGuard no_grad;
+  const Device device = model.device();
+  double total = 0;  // Σ −log p over answer tokens, in double
+  uint64_t tokens = 0;
+  std::vector<size_t> which;
+  for (size_t start = 0; start < examples.size(); start += size_t(batch_size)) {
+    which.resize(std::min(size_t(batch_size), examples.size() - start));
+    std::iota(which.begin(), which.end(), start);
+    const data::Batch b = sft_batch(examples, which, pad_id);
+    uint64_t n = 0;
+    for (size_t i : which) n += examples[i].answer_tokens();
+    total += nn::cross_entropy(model.forward(b.inputs.to(device)), b.targets.to(device)).item<double>() * double(n);
+    tokens += n;
+  }
+  EvalResult r;
+  r.loss = total / double(tokens);
+  r.perplexity = std::exp(r.loss);
+  r.tokens = tokens;
+  r.windows = examples.size();
+  return r;
+}
+
+}  // namespace tapegrad::lm

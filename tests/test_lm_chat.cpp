@@ -1,0 +1,319 @@
+// test_lm_chat.cpp — lm::ChatSession (tapegrad chat) and lm::StopStrings:
+//  * after every reply the KV cache holds exactly the rendered history, and a new turn prefills only itself;
+//  * greedy answers through the kept cache equal those of a fresh prefill of the whole history;
+//  * the oldest turns are dropped (the system message never) when the history outgrows the context; an
+//    answer that fills the context alone ends, a message that cannot fit is refused, the session unchanged;
+//  * stop strings end the answer (across tokens), the end token ends it, /reset keeps the system message;
+//  * stop strings on a byte stream, split anywhere.
+#include <catch2/catch.hpp>
+
+#include "lm/chat_session.h"
+#include "lm/generate.h"
+#include "lm/stop_strings.h"
+#include "tests/chat_fixture.h"
+
+using namespace tapegrad;
+using tapegrad::testing::LetterCodec;
+
+namespace {
+
+lm::ChatOptions greedy_options(int64_t max_tokens) {
+  lm::ChatOptions o;
+  o.sampling.greedy = true;
+  o.max_tokens = max_tokens;
+  return o;
+}
+
+// ids of a letters-only string
+std::vector<uint32_t> letters(const std::string& s) { return LetterCodec().encode_text(s); }
+
+// What a reply adds to the history: <|user|> text <|end|> <|assistant|> answer <|end|>.
+std::vector<uint32_t> rendered_turn(const lm::ChatTemplate& t, const std::string& user, const lm::ChatReply& r) {
+  std::vector<uint32_t> ids{t.user_id};
+  for (uint32_t id : letters(user)) ids.push_back(id);
+  ids.push_back(t.end_id);
+  ids.push_back(t.assistant_id);
+  for (uint32_t id : r.tokens)
+    if (id != t.end_id) ids.push_back(id);
+  ids.push_back(t.end_id);
+  return ids;
+}
+
+// The greedy answer of a fresh prefill of `history` + the user turn (no cache kept from before).
+std::vector<uint32_t> fresh_answer(const nn::TransformerLM& model, const lm::ChatTemplate& t,
+                                   std::vector<uint32_t> history, const std::string& user, int64_t max_tokens) {
+  history.push_back(t.user_id);
+  for (uint32_t id : letters(user)) history.push_back(id);
+  history.push_back(t.end_id);
+  history.push_back(t.assistant_id);
+  lm::GenerateOptions o;
+  o.sampling.greedy = true;
+  o.max_tokens = max_tokens;
+  o.stop_token = t.end_id;
+  return lm::generate(model, history, o).tokens;
+}
+
+}  // namespace
+
+TEST_CASE("chat: after each reply the cache holds exactly the rendered history, a turn prefills only itself",
+          "[chat]") {
+  LetterCodec codec;
+  const auto model = testing::chat_model(64);
+  lm::ChatOptions o = greedy_options(5);
+  o.system = "abc";
+  lm::ChatSession chat(*model, codec, codec.chat, o);
+  const lm::ChatTemplate& t = codec.chat;
+  std::vector<uint32_t> want{t.system_id, 0, 1, 2, t.end_id};  // <|system|> abc <|end|>
+  CHECK(chat.cache_length() == 0);  // the system message is prefilled with the first turn
+  CHECK(chat.history() == want);
+  int64_t previous = 0;
+  for (const std::string user : {"ab", "pon", "c", "ddd"}) {
+    std::string streamed;
+    const lm::ChatReply r = chat.reply(user, [&](std::string_view s) { streamed += s; });
+    const std::vector<uint32_t> turn = rendered_turn(t, user, r);
+    want.insert(want.end(), turn.begin(), turn.end());
+    CHECK(chat.history() == want);
+    CHECK(chat.cache_length() == int64_t(want.size()));
+    // Prefill: the new turn (<|user|> text <|end|> <|assistant|>), and the system message the first time.
+    CHECK(r.prefill_tokens == int64_t(user.size() + 3) + (previous == 0 ? 5 : 0));
+    CHECK(r.dropped_turns == 0);
+    CHECK(streamed == r.text);
+    CHECK(int64_t(r.tokens.size()) <= 5);
+    CHECK(r.stop == (r.tokens.back() == t.end_id ? lm::ChatStop::EndToken : lm::ChatStop::MaxTokens));
+    previous = chat.cache_length();
+  }
+  CHECK(chat.num_turns() == 4);
+}
+
+TEST_CASE("chat: greedy answers through the kept cache equal those of a fresh prefill of the whole history",
+          "[chat]") {
+  LetterCodec codec;
+  const auto model = testing::chat_model(96, 3);
+  lm::ChatOptions o = greedy_options(8);
+  o.system = "hello";
+  lm::ChatSession chat(*model, codec, codec.chat, o);
+  for (const std::string user : {"abc", "ponm", "aaaa", "b"}) {
+    const std::vector<uint32_t> want = fresh_answer(*model, codec.chat, chat.history(), user, 8);
+    const lm::ChatReply r = chat.reply(user);
+    CHECK(r.tokens == want);
+    std::string text;  // the streamed text is the answer's letters
+    for (uint32_t id : want)
+      if (id < LetterCodec::kLetters) text += char('a' + id);
+    CHECK(r.text == text);
+  }
+}
+
+TEST_CASE("chat: the oldest turns are dropped when the history outgrows the context, never the system message",
+          "[chat]") {
+  LetterCodec codec;
+  const auto model = testing::chat_model(32, 5);
+  lm::ChatOptions o = greedy_options(6);
+  o.system = "ab";  // <|system|> a b <|end|>: 4 ids
+  std::vector<std::pair<int64_t, int64_t>> shifts;
+  o.on_context_shift = [&](int64_t dropped, int64_t reread) { shifts.emplace_back(dropped, reread); };
+  lm::ChatSession chat(*model, codec, codec.chat, o);
+  const std::vector<uint32_t> system{codec.chat.system_id, 0, 1, codec.chat.end_id};
+  int64_t dropped = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::string user = i % 2 ? "abcd" : "ppp";
+    const std::vector<uint32_t> before = chat.history();
+    const size_t turns_before = chat.num_turns();
+    const lm::ChatReply r = chat.reply(user);
+    dropped += r.dropped_turns;
+    const std::vector<uint32_t> h = chat.history();
+    CHECK(chat.cache_length() == int64_t(h.size()));
+    CHECK(chat.cache_length() <= 32);
+    REQUIRE(h.size() >= system.size());
+    CHECK(std::vector<uint32_t>(h.begin(), h.begin() + 4) == system);
+    const std::vector<uint32_t> turn = rendered_turn(codec.chat, user, r);  // the newest turn is whole at the end
+    CHECK(std::vector<uint32_t>(h.end() - long(turn.size()), h.end()) == turn);
+    if (r.dropped_turns == 0) {  // nothing dropped: the history grew by this turn
+      std::vector<uint32_t> grown = before;
+      grown.insert(grown.end(), turn.begin(), turn.end());
+      CHECK(h == grown);
+    }
+    CHECK(chat.num_turns() == turns_before + 1 - size_t(r.dropped_turns));
+  }
+  CHECK(dropped > 0);
+  CHECK(!shifts.empty());
+  int64_t dropped_by_shifts = 0;
+  for (auto [d, reread] : shifts) {
+    dropped_by_shifts += d;
+    CHECK(reread <= 32);
+  }
+  CHECK(dropped_by_shifts == dropped);
+}
+
+TEST_CASE("chat: after old turns are dropped the answer equals a fresh prefill of what is left", "[chat]") {
+  LetterCodec codec;
+  const auto model = testing::chat_model(40, 9);
+  lm::ChatOptions o = greedy_options(4);
+  lm::ChatSession chat(*model, codec, codec.chat, o);
+  bool checked = false;
+  for (int i = 0; i < 10; ++i) {
+    const std::string user = "abcdefg";  // 10 ids; a turn is 11..15: the third turn needs a drop
+    const std::vector<uint32_t> h = chat.history();
+    const bool fits = h.size() + 10 + 4 - 1 <= 40;  // a fresh generate of 4 ids fits the context
+    const std::vector<uint32_t> want_if_no_drop = fits ? fresh_answer(*model, codec.chat, h, user, 4) : h;
+    const size_t turns = chat.num_turns();
+    const lm::ChatReply r = chat.reply(user);
+    if (r.dropped_turns == 0) {
+      if (fits) CHECK(r.tokens == want_if_no_drop);
+      continue;
+    }
+    // The prefill read the kept history again; when the answer then had room, nothing more was dropped
+    // and the answer must be the fresh one over what was kept.
+    const std::vector<uint32_t> after = chat.history();
+    const std::vector<uint32_t> turn = rendered_turn(codec.chat, user, r);
+    const std::vector<uint32_t> kept(after.begin(), after.end() - long(turn.size()));
+    CHECK(chat.num_turns() == turns - size_t(r.dropped_turns) + 1);
+    if (r.prefill_tokens + 4 + 1 > 40) continue;  // the answer may have dropped more turns on the way
+    CHECK(r.prefill_tokens == int64_t(kept.size()) + 10);
+    CHECK(r.tokens == fresh_answer(*model, codec.chat, kept, user, 4));
+    checked = true;
+  }
+  CHECK(checked);
+}
+
+TEST_CASE("chat: an answer that fills the context alone ends, a message that cannot fit is refused", "[chat]") {
+  LetterCodec codec;
+  const auto model = testing::chat_model(32, 5);
+  lm::ChatOptions o = greedy_options(30);
+  o.system = "ab";  // 4 ids
+  lm::ChatSession chat(*model, codec, codec.chat, o);
+  // 20 letters: 4 + 23 = 27 positions before the answer; at most 4 answer ids keep one for the closing <|end|>.
+  const std::string long_message(20, 'a');
+  const lm::ChatReply r = chat.reply(long_message);
+  if (r.stop != lm::ChatStop::EndToken) {
+    CHECK(r.stop == lm::ChatStop::ContextFull);
+    CHECK(r.tokens.size() == 4);
+  }
+  CHECK(chat.cache_length() == int64_t(chat.history().size()));
+  CHECK(chat.cache_length() <= 32);
+  // 26 letters: 4 + 29 + room for one answer id and <|end|> = 35 > 32.
+  const std::vector<uint32_t> before = chat.history();
+  CHECK_THROWS_WITH(chat.reply(std::string(26, 'b')), Catch::Contains("more than the model's context of 32"));
+  CHECK(chat.history() == before);
+  CHECK(chat.cache_length() == int64_t(before.size()));
+  // 23 letters: 4 + 26 + 2 = 32 fits, once the old turn is dropped.
+  const lm::ChatReply ok = chat.reply(std::string(23, 'b'));
+  CHECK(ok.dropped_turns == 1);
+  CHECK(chat.num_turns() == 1);
+}
+
+TEST_CASE("chat: a stop string ends the answer before it, even across tokens", "[chat]") {
+  LetterCodec codec;
+  const auto model = testing::chat_model(64, 3);
+  lm::ChatOptions o = greedy_options(12);
+  const std::string full = lm::ChatSession(*model, codec, codec.chat, o).reply("abc").text;
+  REQUIRE(full.size() >= 5);
+  const std::string stop = full.substr(2, 2);  // two tokens: the stop string spans them
+  const size_t at = full.find(stop);
+  o.stop = {"zz", stop};  // "zz" never occurs (no z in the alphabet)
+  lm::ChatSession chat(*model, codec, codec.chat, o);
+  std::string streamed;
+  const lm::ChatReply r = chat.reply("abc", [&](std::string_view s) { streamed += s; });
+  CHECK(r.stop == lm::ChatStop::StopString);
+  CHECK(r.text == full.substr(0, at));
+  CHECK(streamed == r.text);
+  CHECK(r.tokens.size() == at + 2);  // the ids of the text and of the stop string were drawn
+  CHECK(chat.cache_length() == int64_t(chat.history().size()));
+  CHECK(chat.history().back() == codec.chat.end_id);  // the answer is closed in the history
+  o.stop = {""};
+  CHECK_THROWS_WITH(lm::ChatSession(*model, codec, codec.chat, o), Catch::Contains("must not be empty"));
+}
+
+TEST_CASE("chat: the end token ends an answer and is kept once in the history", "[chat]") {
+  LetterCodec codec;
+  const auto model = testing::chat_model(256, 1);
+  lm::ChatOptions o;
+  o.sampling.temperature = 1.0;  // draws the end token every ~20 ids
+  o.max_tokens = 10;
+  o.seed = 42;
+  lm::ChatSession chat(*model, codec, codec.chat, o);
+  int ended = 0;
+  for (int i = 0; i < 12; ++i) {
+    const size_t before = chat.history().size();
+    const lm::ChatReply r = chat.reply("abab");
+    const std::vector<uint32_t> h = chat.history();
+    // <|user|> abab <|end|> <|assistant|> (7) + the answer's ids; the drawn <|end|> is the closing one
+    const size_t answer = r.tokens.size() - (r.stop == lm::ChatStop::EndToken ? 1 : 0);
+    CHECK(h.size() == before + 7 + answer + 1);
+    CHECK(h.back() == codec.chat.end_id);
+    CHECK(h[h.size() - 2] != codec.chat.end_id);
+    if (r.stop == lm::ChatStop::EndToken) {
+      ++ended;
+      CHECK(r.tokens.back() == codec.chat.end_id);
+      CHECK(r.text.find("<|end|>") == std::string::npos);
+    }
+  }
+  CHECK(ended >= 1);
+}
+
+TEST_CASE("chat: reset forgets the turns and keeps the system message", "[chat]") {
+  LetterCodec codec;
+  const auto model = testing::chat_model(64, 4);
+  lm::ChatOptions o = greedy_options(6);
+  o.system = "pp";
+  lm::ChatSession chat(*model, codec, codec.chat, o);
+  const lm::ChatReply first = chat.reply("abc");
+  const lm::ChatReply second = chat.reply("abc");
+  CHECK(chat.num_turns() == 2);
+  chat.reset();
+  CHECK(chat.num_turns() == 0);
+  CHECK(chat.cache_length() == 0);
+  CHECK(chat.history() == std::vector<uint32_t>{codec.chat.system_id, 15, 15, codec.chat.end_id});
+  const lm::ChatReply again = chat.reply("abc");
+  CHECK(again.tokens == first.tokens);  // the same conversation from the start
+  CHECK(again.prefill_tokens == first.prefill_tokens);
+  CHECK(first.prefill_tokens == 4 + 6);
+  CHECK(second.prefill_tokens == 6);
+}
+
+TEST_CASE("chat: a session is refused for a tokenizer of another vocabulary, bad options or a long system message",
+          "[chat]") {
+  LetterCodec codec;
+  const auto small = testing::chat_model(16);
+  lm::ChatOptions o = greedy_options(4);
+  o.max_tokens = 0;
+  CHECK_THROWS_WITH(lm::ChatSession(*small, codec, codec.chat, o), Catch::Contains("--max-tokens"));
+  o.max_tokens = 4;
+  o.sampling.greedy = false;
+  o.sampling.top_p = 2;
+  CHECK_THROWS_WITH(lm::ChatSession(*small, codec, codec.chat, o), Catch::Contains("--top-p"));
+  o.sampling.top_p = 1;
+  o.system = std::string(10, 'a');  // 12 ids + the smallest turn (5) > 16
+  CHECK_THROWS_WITH(lm::ChatSession(*small, codec, codec.chat, o), Catch::Contains("a shorter --system"));
+  o.system.reset();
+  nn::TransformerLMConfig c = testing::chat_model_config(16);
+  c.vocab_size = 30;
+  nn::TransformerLM other(c);
+  CHECK_THROWS_WITH(lm::ChatSession(other, codec, codec.chat, o), Catch::Contains("the model's vocabulary is 30"));
+}
+
+TEST_CASE("stop strings: split anywhere, the earliest of several, held-back bytes released", "[chat]") {
+  const std::string text = "one two STOP three";
+  for (size_t a = 0; a <= text.size(); ++a)
+    for (size_t b = a; b <= text.size(); ++b) {
+      lm::StopStrings s({"STOP", "TOPS"});
+      std::string out = s.push(text.substr(0, a));  // one push after the other (not one expression)
+      out += s.push(text.substr(a, b - a));
+      out += s.push(text.substr(b));
+      CHECK(s.stopped());
+      CHECK(out == "one two ");
+      CHECK(s.finish().empty());
+    }
+  lm::StopStrings s({"abc", "bd"});
+  CHECK(s.push("xa") == "x");  // "a" may begin "abc"
+  CHECK(s.push("b") == "");    // "ab" may too, and "b" may begin "bd"
+  CHECK(s.push("x") == "abx");
+  CHECK(!s.stopped());
+  CHECK(s.push("ab") == "");
+  CHECK(s.finish() == "ab");  // the end of the stream releases what was held back
+  CHECK(s.push("zbd") == "z");
+  CHECK(s.stopped());
+  CHECK(s.push("more") == "");
+  lm::StopStrings none;
+  CHECK(none.push("anything") == "anything");
+  CHECK_THROWS_WITH(lm::StopStrings({"a", ""}), Catch::Contains("must not be empty"));
+}
