@@ -61,6 +61,24 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path, size_t vocab_size) :
            path, bytes.size() - at, vocab_size - 1, at, vocab_size);
 }
 
+size_t Llama2cTokenizer::count_tokens(const std::string& path) {
+  const std::string bytes = data::read_whole_file(path, "llama2c tokenizer");
+  TG_CHECK(bytes.size() >= 4, "llama2c tokenizer '{}' is {} bytes: shorter than its 4-byte header", path, bytes.size());
+  size_t at = 4, n = 0;
+  while (at < bytes.size()) {
+    TG_CHECK(bytes.size() - at >= 8, "llama2c tokenizer '{}' is truncated: token {} at offset {} needs 8 bytes, {} remain",
+             path, n, at, bytes.size() - at);
+    int32_t len;
+    std::memcpy(&len, bytes.data() + at + 4, 4);
+    TG_CHECK(len >= 0 && size_t(len) <= bytes.size() - at - 8,
+             "llama2c tokenizer '{}': token {} has length {} (offset {}) but {} bytes remain", path, n, len, at + 4,
+             bytes.size() - at - 8);
+    at += 8 + size_t(len);
+    ++n;
+  }
+  return n;
+}
+
 int64_t Llama2cTokenizer::lookup(const std::string& s) const {
   const auto it = index_.find(s);
   return it == index_.end() ? -1 : int64_t(it->second);

@@ -40,6 +40,10 @@ class Llama2cTokenizer {
   // Reads `path` holding `vocab_size` tokens (validated as above).
   Llama2cTokenizer(const std::string& path, size_t vocab_size);
 
+  // The number of tokens a tokenizer file holds (the file does not store it: the pieces are counted to
+  // its end); tapegrad::Error naming the file and offset when a length runs past the end.
+  static size_t count_tokens(const std::string& path);
+
   std::vector<uint32_t> encode(std::string_view text, bool bos = true) const;
   std::string decode(uint32_t prev, uint32_t id) const;
 

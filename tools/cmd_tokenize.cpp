@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -21,6 +22,8 @@
 #include "data/stream_encode.h"
 #include "data/text_inputs.h"
 #include "data/tokenizer.h"
+#include "lm/llama2c_documents.h"
+#include "lm/llama2c_tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "kernels/error.h"
 #include "tools/commands.h"
@@ -176,7 +179,7 @@ int train(Args args) {
 int encode(Args args) {
   po::options_description opts("tapegrad tokenize encode options");
   opts.add_options()("tokenizer", po::value<std::string>()->required(),
-                     "tokenizer.json, or a directory with tokenizer.json or vocab.json + merges.txt")(
+                     "tokenizer.json, or a directory with tokenizer.json or vocab.json + merges.txt, or llama2.c's tokenizer.bin (any *.bin)")(
       "input", po::value<std::vector<std::string>>()->multitoken()->required(),
       "text files, directories (their *.txt, *.text, *.md, *.jsonl) and JSONL files to encode, in this order")(
       "text-field", po::value<std::string>()->default_value("text"), "JSONL: the field that holds each document")(
@@ -192,30 +195,42 @@ int encode(Args args) {
   const int threads = thread_count(vm["threads"].as<int>());
   const std::vector<data::TextInput> inputs = data::resolve_text_inputs(given, "--input");
   check_out_file(out, inputs);
-  data::Tokenizer tokenizer(data::load_tokenizer_model(vm["tokenizer"].as<std::string>()));
-
+  const std::string tokenizer_path = vm["tokenizer"].as<std::string>();
   const auto start = Clock::now();
   BytesProgress progress;
   const auto report = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   uint64_t tokens = 0, documents = 0;
-  if (inputs.size() == 1 && inputs[0].format == data::TextFormat::plain) {
-    // One text file: streamed in blocks cut where the ids stay exactly those of encoding it whole.
-    tokens = data::encode_file_to_token_file(tokenizer, inputs[0].path, out, data::kEncodeBlockBytes * size_t(threads),
-                                             report, threads);
-  } else {
-    data::DocumentReader reader(inputs, separator_for(tokenizer.model().special_tokens),
-                                vm["text-field"].as<std::string>());
-    const data::TokenFileSummary summary =
-        data::encode_documents_to_token_file(reader, data::bpe_document_encoder(tokenizer, threads),
-                                             tokenizer.vocab_size(), out, data::kDocumentChunkBytes, report);
+  size_t vocab = 0;
+  if (tokenizer_path.ends_with(".bin")) {
+    // llama2.c's tokenizer.bin: every document as BOS + its pieces, as llama2.c prepares its data.
+    const lm::Llama2cTokenizer llama2c(tokenizer_path, lm::Llama2cTokenizer::count_tokens(tokenizer_path));
+    vocab = llama2c.vocab_size();
+    data::DocumentReader reader(inputs, lm::kLlama2cDocumentSeparator, vm["text-field"].as<std::string>());
+    const data::TokenFileSummary summary = data::encode_documents_to_token_file(
+        reader, lm::llama2c_document_encoder(llama2c, threads), vocab, out, data::kDocumentChunkBytes, report);
     tokens = summary.tokens, documents = summary.documents;
+  } else {
+    data::Tokenizer tokenizer(data::load_tokenizer_model(tokenizer_path));
+    vocab = tokenizer.vocab_size();
+    if (inputs.size() == 1 && inputs[0].format == data::TextFormat::plain) {
+      // One text file: streamed in blocks cut where the ids stay exactly those of encoding it whole.
+      tokens = data::encode_file_to_token_file(tokenizer, inputs[0].path, out, data::kEncodeBlockBytes * size_t(threads),
+                                               report, threads);
+    } else {
+      data::DocumentReader reader(inputs, separator_for(tokenizer.model().special_tokens),
+                                  vm["text-field"].as<std::string>());
+      const data::TokenFileSummary summary =
+          data::encode_documents_to_token_file(reader, data::bpe_document_encoder(tokenizer, threads),
+                                               tokenizer.vocab_size(), out, data::kDocumentChunkBytes, report);
+      tokens = summary.tokens, documents = summary.documents;
+    }
   }
   const uint64_t bytes = data::total_bytes(inputs);
   progress.update(bytes, bytes);
   progress.finish();
   const double seconds = seconds_since(start);
-  fmt::print("{} tokens written to {} (vocab {}){}, {:.2f} bytes/token, {:.2f} s\n", tokens, out,
-             tokenizer.vocab_size(), documents ? fmt::format(", {} documents from {} file(s)", documents, inputs.size()) : "",
+  fmt::print("{} tokens written to {} (vocab {}){}, {:.2f} bytes/token, {:.2f} s\n", tokens, out, vocab,
+             documents ? fmt::format(", {} documents from {} file(s)", documents, inputs.size()) : "",
              tokens ? double(bytes) / double(tokens) : 0.0, seconds);
   return 0;
 }

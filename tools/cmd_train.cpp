@@ -25,6 +25,7 @@
 #include "lm/chat_template.h"
 #include "lm/evaluate.h"
 #include "lm/memory_estimate.h"
+#include "lm/llama2c_documents.h"
 #include "lm/llama2c_tokenizer.h"
 #include "lm/model_io.h"
 #include "lm/model_presets.h"
@@ -271,6 +272,35 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
     init_ck = optim::read_checkpoint(init_from);
   }
 
+  // Resuming: which checkpoint, and (when no model option is given) the model config it holds.
+  std::string resume_from;
+  std::optional<optim::Checkpoint> resume_ck;  // read once: for its config here and by the trainer
+  if (vm.count("resume")) {
+    resume_from = vm["resume"].as<std::string>();
+    if (resume_from.empty()) {
+      auto newest = lm::newest_checkpoint(out);
+      TG_CHECK(newest.has_value(), "--resume: '{}' holds no checkpoint to resume from", out);
+      resume_from = *newest;
+    }
+    resume_ck = optim::read_checkpoint(resume_from);
+  }
+  // llama2.c's tokenizer (tokenizer.bin), for a model that came from `import llama2c`: the --init-from import's
+  // (copied into this run, and the checkpoints say so, so that generate, eval and chat find it as they do for the
+  // import), or a resumed run's copy. `train --text` then encodes each document as llama2.c does (BOS + pieces).
+  std::string llama2c_tokenizer;
+  uint64_t llama2c_vocab = 0;
+  for (const auto& [ck, ck_path] : {std::pair{&init_ck, init_from}, std::pair{&resume_ck, resume_from}}) {
+    if (!*ck || !(*ck)->extra.count("run.tokenizer_kind") || (*ck)->extra.at("run.tokenizer_kind") != "llama2c") continue;
+    const std::string run = lm::run_dir_of_checkpoint(ck_path);
+    llama2c_tokenizer = (std::filesystem::path(run.empty() ? "." : run) / "tokenizer.bin").string();
+    TG_CHECK(std::filesystem::exists(llama2c_tokenizer),
+             "'{}' was imported from llama2.c but its run directory holds no tokenizer.bin", ck_path);
+    // The tokenizer's own size: the model's, less the chat template's tokens an --sft run may have added.
+    const auto& extra = (*ck)->extra;
+    llama2c_vocab = extra.count("run.chat_tokenizer_vocab") ? std::stoull(extra.at("run.chat_tokenizer_vocab"))
+                                                            : std::stoull((*ck)->config.at("vocab_size"));
+  }
+
   // The tokenizer: the given one, the run's own when resuming, or the one that came with --init-from's checkpoint
   // (its run directory's tokenizer.json; a given --tokenizer must then be that one: same fingerprint).
   std::optional<data::BpeModel> bpe;
@@ -286,7 +316,8 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   } else if (!tokenizer_source.empty()) {
     bpe = data::load_tokenizer_model(tokenizer_source);
   }
-  TG_CHECK(!vm.count("text") || bpe, "--text needs --tokenizer (train one with: tapegrad tokenize train)");
+  TG_CHECK(!vm.count("text") || bpe || !llama2c_tokenizer.empty(),
+           "--text needs --tokenizer (train one with: tapegrad tokenize train)");
 
   // The data, kept alive for the trainer.
   std::unique_ptr<data::TokenFile> train_file, val_file;
@@ -295,7 +326,10 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   std::map<std::string, std::string> run_info;
   const int threads = num_threads();
   if (vm.count("text")) {
-    data::Tokenizer tok(*bpe);
+    std::optional<data::Tokenizer> tok;
+    std::optional<lm::Llama2cTokenizer> llama2c;
+    if (bpe) tok.emplace(*bpe);
+    else llama2c.emplace(llama2c_tokenizer, llama2c_vocab);
     const auto given = vm["text"].as<std::vector<std::string>>();
     const std::vector<data::TextInput> inputs = data::resolve_text_inputs(given, "--text");
     lm::TextInputOptions text_options;
@@ -305,8 +339,10 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
              text_options.val_fraction);
     BytesProgress tokenizing;
     if (rank0) text_options.progress = [&](uint64_t done, uint64_t total) { tokenizing.update(done, total); };
-    text = lm::tokenize_text_inputs(inputs, lm::document_separator(tok), data::bpe_document_encoder(tok, threads),
-                                    text_options);
+    text = tok ? lm::tokenize_text_inputs(inputs, lm::document_separator(*tok), data::bpe_document_encoder(*tok, threads),
+                                          text_options)
+               : lm::tokenize_text_inputs(inputs, lm::kLlama2cDocumentSeparator,
+                                          lm::llama2c_document_encoder(*llama2c, threads), text_options);
     tokenizing.finish();
     const std::string path = data::describe_inputs(given);
     fmt::print("text {}{}: {:.2f} MB → {} training tokens ({} documents), {} validation tokens ({} documents)\n", path,
@@ -330,21 +366,9 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
                lm::unigram_entropy(*train_src));
   const int64_t data_vocab = bpe ? int64_t(bpe->vocab.size()) : train_file ? int64_t(train_file->vocab_size()) : 0;
 
-  // Resuming: which checkpoint, and (when no model option is given) the model config it holds.
-  std::string resume_from;
-  std::optional<optim::Checkpoint> resume_ck;  // read once: for its config here and by the trainer
-  if (vm.count("resume")) {
-    resume_from = vm["resume"].as<std::string>();
-    if (resume_from.empty()) {
-      auto newest = lm::newest_checkpoint(out);
-      TG_CHECK(newest.has_value(), "--resume: '{}' holds no checkpoint to resume from", out);
-      resume_from = *newest;
-    }
-  }
   bool model_flags = false;
   for (const char* f : kModelFlags) model_flags |= vm.count(f) > 0;
   nn::TransformerLMConfig config;
-  if (!resume_from.empty()) resume_ck = optim::read_checkpoint(resume_from);
   if (resume_ck && !model_flags) {
     config = nn::TransformerLMConfig::from_config_map(resume_ck->config);
   } else if (init_ck) {
@@ -403,14 +427,7 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   o.detect_anomaly = vm["detect-anomaly"].as<bool>();
   run_info["threads"] = fmt::format("{}", threads);
   if (preset) run_info["model_preset"] = preset->name;
-  // An --init-from model that came with llama2.c's tokenizer (`import llama2c`): its tokenizer.bin is copied into
-  // this run, and the checkpoints say so, so that generate, eval and chat find it as they do for the import.
-  std::string llama2c_tokenizer;
-  if (init_ck && init_ck->extra.count("run.tokenizer_kind") && init_ck->extra.at("run.tokenizer_kind") == "llama2c") {
-    const std::string run = lm::run_dir_of_checkpoint(init_from);
-    llama2c_tokenizer = (std::filesystem::path(run.empty() ? "." : run) / "tokenizer.bin").string();
-    TG_CHECK(std::filesystem::exists(llama2c_tokenizer),
-             "--init-from '{}' was imported from llama2.c but its run directory holds no tokenizer.bin", init_from);
+  if (!llama2c_tokenizer.empty()) {
     run_info["tokenizer_kind"] = "llama2c";
     run_info["tokenizer"] = (std::filesystem::path(out) / "tokenizer.bin").string();
   }
@@ -490,7 +507,7 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   }
   if (rank0 && bpe && !std::filesystem::exists(std::filesystem::path(out) / "tokenizer.json"))
     data::save_hf_tokenizer_json(*bpe, (std::filesystem::path(out) / "tokenizer.json").string());
-  if (rank0 && !llama2c_tokenizer.empty())  // the fine-tuned model's tokenizer goes with it, as with an import
+  if (rank0 && init_ck && !llama2c_tokenizer.empty())  // the tuned model's tokenizer goes with it, as with an import
     data::write_file_atomic((std::filesystem::path(out) / "tokenizer.bin").string(),
                             data::read_whole_file(llama2c_tokenizer, "--init-from's tokenizer.bin"), "train");
 
