@@ -25,8 +25,9 @@ data::BpeModel tokenizer_for_checkpoint(const optim::Checkpoint& ck, const std::
 
 // Writes `model` as the checkpoint of a run at step 0 (a fresh AdamW record, a default generator, the
 // model's config, `extra` metadata): what an imported model is, so that eval, generate, info and export
-// take it like any other checkpoint. `train --resume` refuses it on purpose (lm/trainer.cpp): an import has
-// no training run to continue — its optimizer state and step are placeholders.
+// take it like any other checkpoint. `train --init-from` starts a new run from its weights (Trainer::init_from);
+// `train --resume` refuses it on purpose (lm/trainer.cpp): an import has no training run to continue — its
+// optimizer state and step are placeholders.
 void save_model_checkpoint(nn::TransformerLM& model, const std::string& path, const optim::ConfigMap& extra);
 
 // The number of scalar parameters a checkpoint's model holds (every model tensor).

@@ -62,7 +62,9 @@ std::string exact(T v) {
 template <class T>
 T parse_extra(const std::map<std::string, std::string>& m, const std::string& key, const std::string& path) {
   auto it = m.find(key);
-  TG_CHECK(it != m.end(), "checkpoint '{}' was not written by the trainer: it has no '{}'", path, key);
+  TG_CHECK(it != m.end(), "checkpoint '{}' was not written by the trainer: it has no '{}' (to start a new run from its weights, use "
+           "--init-from instead of --resume)",
+           path, key);
   T v{};
   TG_CHECK(parse_exact(it->second, v), "checkpoint '{}': '{}' = '{}' is not a number", path, key, it->second);
   return v;

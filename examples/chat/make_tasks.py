@@ -3,12 +3,14 @@
 "Instruction tuning"): three tasks whose answers can be checked exactly, written as JSONL in both formats
 the tool reads ({"messages": [...]} and {"prompt": ..., "completion": ...}).
 
-  reverse: <word>        → the word backwards          ("reverse: garden" → "nedrag")
-  add <a> and <b>        → the sum, 0 ≤ a, b < 50       ("add 12 and 7"    → "19")
-  first letter of <word> → its first letter             ("first letter of lamp" → "l")
+  reverse the words: <w1> <w2> <w3>   → the words in reverse order   ("reverse the words: cat sun boat" → "boat sun cat")
+  last word of: <w1> ... <wk>          → the last word                ("last word of: egg hat" → "hat")
+  say twice: <w>                       → the word twice               ("say twice: kite" → "kite kite")
 
-The held-out file uses words and number pairs that never occur in the training file, so a model that
-answers them right has learned the task, not the examples. Deterministic (fixed seed).
+The tasks work on whole words, the units a byte-level BPE model sees (a task on letters, such as spelling a
+word backwards, asks a model to know the letters inside a token it has only ever seen whole). The held-out
+prompts (50 + 50 + 15) are word combinations, and for "say twice" words, that never occur in the training file, so a model that answers them right has
+learned the task, not the examples. Deterministic (fixed seed).
 
   python3 examples/chat/make_tasks.py OUT_DIR      # OUT_DIR/train.jsonl, OUT_DIR/heldout.jsonl, OUT_DIR/heldout_prompts.txt
 """
@@ -22,26 +24,31 @@ door duck egg farm fish flag flower frog game garden girl goat grass hat hill ho
 leaf lion milk moon mouse nest night park pen pig plant queen rain ring river road rock rose sand sea sheep ship
 shoe sky snow sock star stone sun table tent tiger tree truck water wind window wolf yard zoo bus cup drum fox
 gift hen ice jar jet kid log map net owl pan pot rat rug toy van web yak""".split()
-SYSTEM = "You answer in one word."
+SYSTEM = "Answer with the words only."
 
 
-def example(rng, words, pairs, task):
+def example(rng, words, task):
     if task == 0:
-        w = rng.choice(words)
-        return f"reverse: {w}", w[::-1]
+        ws = rng.sample(words, 3)
+        return "reverse the words: " + " ".join(ws), " ".join(reversed(ws))
     if task == 1:
-        a, b = rng.choice(pairs)
-        return f"add {a} and {b}", str(a + b)
+        ws = rng.sample(words, rng.randint(2, 4))
+        return "last word of: " + " ".join(ws), ws[-1]
     w = rng.choice(words)
-    return f"first letter of {w}", w[0]
+    return f"say twice: {w}", f"{w} {w}"
 
 
-def record(rng, prompt, answer):
+def record(rng, turns):
+    """One training example: a single prompt/completion, or a conversation of the given (prompt, answer) turns,
+    sometimes after a system message (a third of the examples hold two or three turns, so that a model also
+    answers the latest question of a conversation)."""
+    if len(turns) == 1 and rng.random() < 0.5:
+        return {"prompt": turns[0][0], "completion": turns[0][1]}
+    messages = []
     if rng.random() < 0.5:
-        return {"prompt": prompt, "completion": answer}
-    messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
-    if rng.random() < 0.5:
-        messages.insert(0, {"role": "system", "content": SYSTEM})
+        messages.append({"role": "system", "content": SYSTEM})
+    for prompt, answer in turns:
+        messages += [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
     return {"messages": messages}
 
 
@@ -50,23 +57,40 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(2026)
     words = sorted(set(WORDS))
-    rng.shuffle(words)
-    held_words, train_words = words[:15], words[15:]
-    pairs = [(a, b) for a in range(50) for b in range(50)]
-    rng.shuffle(pairs)
-    held_pairs, train_pairs = pairs[:60], pairs[60:]
+    # Held out: 50 prompts of each of the first two tasks, and "say twice" on 15 words it never sees in training.
+    twice_held = sorted(rng.sample(words, 15))
+    held, seen = [], set()
+    for task in (0, 1):
+        while len(held) < 50 * (task + 1):
+            p, a = example(rng, words, task)
+            if p not in seen:
+                seen.add(p)
+                held.append((p, a))
+    for w in twice_held:
+        held.append((f"say twice: {w}", f"{w} {w}"))
+        seen.add(held[-1][0])
     with open(out / "train.jsonl", "w") as f:
-        for _ in range(6000):
-            p, a = example(rng, train_words, train_pairs, rng.randrange(3))
-            f.write(json.dumps(record(rng, p, a)) + "\n")
-    held = [example(rng, held_words, held_pairs, i % 3) for i in range(150)]
+        n = 0
+        while n < 6000:
+            task = rng.randrange(3)
+            p, a = example(rng, [w for w in words if w not in set(twice_held)] if task == 2 else words, task)
+            if p in seen:
+                continue
+            turns = [(p, a)]
+            while len(turns) < 3 and rng.random() < (0.33 if len(turns) == 1 else 0.3):
+                task = rng.randrange(3)
+                q, r = example(rng, [w for w in words if w not in set(twice_held)] if task == 2 else words, task)
+                if q not in seen:
+                    turns.append((q, r))
+            f.write(json.dumps(record(rng, turns)) + "\n")
+            n += 1
     with open(out / "heldout.jsonl", "w") as f:
         for p, a in held:
             f.write(json.dumps({"prompt": p, "completion": a}) + "\n")
     with open(out / "heldout_prompts.txt", "w") as f:
         for p, _ in held:
             f.write(p + "\n")
-    print(f"wrote {out}/train.jsonl (6000 examples), {out}/heldout.jsonl and heldout_prompts.txt (150)")
+    print(f"wrote {out}/train.jsonl (6000 examples), {out}/heldout.jsonl and heldout_prompts.txt ({len(held)})")
 
 
 if __name__ == "__main__":
