@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "data/token_file.h"
+#include "lm/llama2c_tokenizer.h"
 #include "optim/checkpoint.h"
 #include "shared_fixture.h"
 #include "test_data_helpers.h"
@@ -192,7 +193,7 @@ TEST_CASE("tool: train --init-from: the checkpoint's weights, config and tokeniz
   CHECK(r.err.find("is not the one checkpoint") != std::string::npos);
 }
 
-TEST_CASE("tool: --init-from an import of llama2.c's stories260K: its tokenizer.bin comes along", "[tool][finetune]") {
+TEST_CASE("tool: --init-from an import of llama2.c's stories260K: its tokenizer.bin comes along, text encodes through it", "[tool][finetune]") {
   const std::string model = shared_path("data/llama2c/stories260K.bin");
   const std::string tokenizer = shared_path("data/llama2c/tok512.bin");
   ScratchDir dir("tool_init_from_llama2c");
@@ -211,6 +212,34 @@ TEST_CASE("tool: --init-from an import of llama2.c's stories260K: its tokenizer.
           "--threads", "1", "--out", dir.file("tuned")},
          dir.file("train"));
   CHECK(fs::exists(fs::path(dir.file("tuned")) / "tokenizer.bin"));
+
+  // Text through llama2.c's tokenizer: `tokenize encode --tokenizer tokenizer.bin` gives each document (blank-line
+  // separated) as BOS + the pieces llama2.c's encoder makes, and `train --init-from` the import takes --text.
+  const std::string corpus =
+      tapegrad::data::testing::read_all(std::string(TAPEGRAD_SOURCE_DIR) + "/corpus/tinystories_head.txt");
+  std::string text = corpus.substr(0, corpus.find("<|endoftext|>", 30000));
+  for (size_t at; (at = text.find("<|endoftext|>\n")) != std::string::npos;) text.replace(at, 14, "\n\n");
+  const std::string txt = dir.file("stories.txt");
+  tapegrad::data::testing::write_all(txt, text);
+  const std::string bin_tok = (fs::path(dir.file("s260k")) / "tokenizer.bin").string();
+  run_ok({"tokenize", "encode", "--tokenizer", bin_tok, "--input", txt, "--out", dir.file("stories.bin")},
+         dir.file("encode"));
+  const tapegrad::data::TokenFile encoded(dir.file("stories.bin"));
+  REQUIRE(encoded.size() > 1000);
+  CHECK(encoded[0] == 1);  // BOS
+  const std::string first = text.substr(0, text.find("\n\n"));
+  const tapegrad::lm::Llama2cTokenizer llama2c(bin_tok, 512);
+  const std::vector<uint32_t> want = llama2c.encode(first, /*bos=*/true);
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO(i);
+    REQUIRE(encoded[i] == want[i]);
+  }
+  CHECK(encoded[want.size()] == 1);  // the next document's BOS
+  const ToolResult t = run_ok({"train", "--init-from", dir.file("s260k"), "--text", txt, "--batch-size", "2", "--steps",
+                               "1", "--threads", "1", "--out", dir.file("tuned_text")},
+                              dir.file("train_text"));
+  CHECK(t.out.find("validation tokens") != std::string::npos);
+  CHECK(fs::exists(fs::path(dir.file("tuned_text")) / "tokenizer.bin"));
   // With --lr 0 the fine-tuned model is the import: the same greedy text from the new run directory.
   const ToolResult g2 = run_ok({"generate", "--checkpoint", dir.file("tuned"), "--prompt", "Once upon a time",
                                 "--max-tokens", "8", "--greedy"},
