@@ -17,11 +17,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// ids → int64 [1, T] on `device`
-Tensor as_batch(std::span<const uint32_t> ids, Device device) {
-  std::vector<int64_t> v(ids.begin(), ids.end());
-  return from_vector(v, {1, static_cast<int64_t>(v.size())}).to(device);
-}
 
 void append(std::vector<uint32_t>& to, std::span<const uint32_t> ids) { to.insert(to.end(), ids.begin(), ids.end()); }
 
@@ -116,14 +111,14 @@ ChatReply ChatSession::reply_unguarded(std::vector<uint32_t> current,
   if (r.dropped_turns > 0 && options_.on_context_shift)
     options_.on_context_shift(r.dropped_turns, int64_t(feed.size()));
   r.prefill_tokens = int64_t(feed.size());
-  Tensor logits = model_.forward(as_batch(feed, device), cache_, /*last_only=*/true);
+  Tensor logits = model_.forward(ids_as_batch(feed, device), cache_, /*last_only=*/true);
   uint32_t next = next_token(sampler_, logits);
   r.prefill_seconds = seconds_since(t0);
   t0 = Clock::now();
 
   auto feed_one = [&](uint32_t id) {
     const uint32_t ids[1] = {id};
-    logits = model_.forward(as_batch(ids, device), cache_);
+    logits = model_.forward(ids_as_batch(ids, device), cache_);
     ++r.decode_tokens;
   };
   StopStrings stop(options_.stop);
@@ -169,7 +164,7 @@ ChatReply ChatSession::reply_unguarded(std::vector<uint32_t> current,
       append(feed, current);
       append(feed, answer);
       if (options_.on_context_shift) options_.on_context_shift(dropped, int64_t(feed.size()));
-      logits = model_.forward(as_batch(feed, device), cache_, /*last_only=*/true);
+      logits = model_.forward(ids_as_batch(feed, device), cache_, /*last_only=*/true);
     }
     next = next_token(sampler_, logits);
   }

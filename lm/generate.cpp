@@ -14,11 +14,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// ids → int64 [1, T] on `device`
-Tensor as_batch(std::span<const uint32_t> ids, Device device) {
-  std::vector<int64_t> v(ids.begin(), ids.end());
-  return from_vector(v, {1, static_cast<int64_t>(v.size())}).to(device);
-}
 
 }  // namespace
 
@@ -42,6 +37,11 @@ uint32_t next_token(Sampler& sampler, const Tensor& logits) {
   if (r.dtype() == kFloat64) return sampler.sample(std::span<const double>(r.data<double>(), n));
   const Tensor f = r.dtype() == kFloat32 ? r : r.to(kFloat32);
   return sampler.sample(std::span<const float>(f.data<float>(), n));
+}
+
+Tensor ids_as_batch(std::span<const uint32_t> ids, Device device) {
+  std::vector<int64_t> v(ids.begin(), ids.end());
+  return from_vector(v, {1, static_cast<int64_t>(v.size())}).to(device);
 }
 
 void check_generate_request(const nn::TransformerLM& model, std::span<const uint32_t> prompt,
@@ -77,7 +77,7 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
 
   r.prefill_tokens = int64_t(all.size() - first);
   auto t0 = Clock::now();
-  Tensor logits = model.forward(as_batch(std::span(all).subspan(first), device), cache, /*last_only=*/true);
+  Tensor logits = model.forward(ids_as_batch(std::span(all).subspan(first), device), cache, /*last_only=*/true);
   uint32_t next = next_token(sampler, logits);
   r.prefill_seconds = seconds_since(t0);
   t0 = Clock::now();
@@ -92,10 +92,10 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
     if (n + 1 == o.max_tokens) break;
     if (cache.length() == cache.capacity()) {  // only with `sliding`: re-read the last context − 1 tokens
       cache.reset();
-      logits = model.forward(as_batch(std::span(all).last(size_t(context - 1)), device), cache, /*last_only=*/true);
+      logits = model.forward(ids_as_batch(std::span(all).last(size_t(context - 1)), device), cache, /*last_only=*/true);
     } else {
       const uint32_t id[1] = {next};
-      logits = model.forward(as_batch(id, device), cache);
+      logits = model.forward(ids_as_batch(id, device), cache);
     }
     next = next_token(sampler, logits);
     ++r.decode_tokens;

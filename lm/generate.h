@@ -55,6 +55,10 @@ struct GenerateResult {
 // otherwise the row read back and sampler.sample(row).
 uint32_t next_token(Sampler& sampler, const Tensor& logits);
 
+// Token ids as the int64 batch [1, T] a TransformerLM reads, on `device` (generate and ChatSession feed the
+// model through this).
+Tensor ids_as_batch(std::span<const uint32_t> ids, Device device);
+
 // The checks generate() makes before running anything (a tool calls it before printing the prompt).
 void check_generate_request(const nn::TransformerLM& model, std::span<const uint32_t> prompt,
                             const GenerateOptions& options);

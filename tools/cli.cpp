@@ -80,6 +80,23 @@ void move_to_device(lm::InferenceModel& model, Device device, const std::string&
   model.model->to(device);
 }
 
+void add_sampling_options(po::options_description& opts) {
+  opts.add_options()("temperature", po::value<double>()->default_value(0.8, "0.8"), "softmax temperature (0: greedy)")(
+      "top-k", po::value<int64_t>()->default_value(0), "sample from the k most likely tokens only (0: off)")(
+      "top-p", po::value<double>()->default_value(0.95, "0.95"), "nucleus: the smallest set with this much mass (1: off)")(
+      "greedy", po::bool_switch(), "always the most likely token (same as --temperature 0)");
+}
+
+lm::SamplerOptions sampling_options(const po::variables_map& vm) {
+  lm::SamplerOptions o;
+  o.temperature = vm["temperature"].as<double>();
+  o.top_k = vm["top-k"].as<int64_t>();
+  o.top_p = vm["top-p"].as<double>();
+  o.greedy = vm["greedy"].as<bool>();
+  o.validate();
+  return o;
+}
+
 void set_threads(int n) {
   TG_CHECK(n >= 0, "--threads must be >= 0 (0: all cores), but is {}", n);
   if (n > 0) set_num_threads(n);

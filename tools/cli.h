@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "lm/sampler.h"
 
 namespace tapegrad::lm {
 struct InferenceModel;
@@ -50,6 +51,11 @@ Device parse_device_flag(const std::string& s);
 // Moves a loaded model to `device` (eval, generate, chat). An int8 model runs on the CPU only: any
 // other device is refused, naming the checkpoint and what to do instead.
 void move_to_device(lm::InferenceModel& model, Device device, const std::string& path);
+
+// The sampling flags of `generate` and `chat`: --temperature (0.8), --top-k (0), --top-p (0.95), --greedy; and
+// what they say, validated (bad values are refused before a model is read).
+void add_sampling_options(po::options_description& opts);
+lm::SamplerOptions sampling_options(const po::variables_map& vm);
 
 // Sets the CPU thread count when n > 0 (0 keeps OpenMP's default); throws on n < 0.
 void set_threads(int n);

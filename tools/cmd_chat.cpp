@@ -48,15 +48,12 @@ int cmd_chat(Args args) {
       "tokenizer", po::value<std::string>(), "tokenizer.json or folder (default: the run's tokenizer)")(
       "system", po::value<std::string>(), "the system message, kept when old turns are dropped and on /reset")(
       "max-tokens", po::value<int64_t>()->default_value(256), "tokens per answer at most")(
-      "temperature", po::value<double>()->default_value(0.8, "0.8"), "softmax temperature (0: greedy)")(
-      "top-k", po::value<int64_t>()->default_value(0), "sample from the k most likely tokens only (0: off)")(
-      "top-p", po::value<double>()->default_value(0.95, "0.95"), "nucleus: the smallest set with this much mass (1: off)")(
-      "greedy", po::bool_switch(), "always the most likely token (same as --temperature 0)")(
       "seed", po::value<uint64_t>()->default_value(1), "sampling seed (the same seed gives the same conversation)")(
       "stop", po::value<std::vector<std::string>>()->composing(),
       "end an answer before this text (may be given several times; besides the end-of-turn token)")(
       "device", po::value<std::string>()->default_value("cpu"), "where the model runs: cpu, cuda or cuda:N")(
       "threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
+  add_sampling_options(opts);
   po::variables_map vm;
   if (!parse(args, opts, vm, "tapegrad chat --checkpoint C [--system TEXT] [options]   (then one message per line)"))
     return 0;
@@ -64,11 +61,7 @@ int cmd_chat(Args args) {
   const Device device = parse_device_flag(vm["device"].as<std::string>());
 
   lm::ChatOptions o;
-  o.sampling.temperature = vm["temperature"].as<double>();
-  o.sampling.top_k = vm["top-k"].as<int64_t>();
-  o.sampling.top_p = vm["top-p"].as<double>();
-  o.sampling.greedy = vm["greedy"].as<bool>();
-  o.sampling.validate();  // bad options are refused before the model is read
+  o.sampling = sampling_options(vm);  // bad options are refused before the model is read
   o.seed = vm["seed"].as<uint64_t>();
   o.max_tokens = vm["max-tokens"].as<int64_t>();
   TG_CHECK(o.max_tokens >= 1, "--max-tokens must be at least 1, but is {}", o.max_tokens);

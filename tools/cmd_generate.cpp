@@ -45,15 +45,12 @@ int cmd_generate(Args args) {
       "prompt", po::value<std::string>(), "the text to continue")(
       "prompt-file", po::value<std::string>(), "read the prompt from this file (default: --prompt, else stdin)")(
       "max-tokens", po::value<int64_t>()->default_value(200), "tokens to generate at most")(
-      "temperature", po::value<double>()->default_value(0.8, "0.8"), "softmax temperature (0: greedy)")(
-      "top-k", po::value<int64_t>()->default_value(0), "sample from the k most likely tokens only (0: off)")(
-      "top-p", po::value<double>()->default_value(0.95, "0.95"), "nucleus: the smallest set with this much mass (1: off)")(
-      "greedy", po::bool_switch(), "always the most likely token (same as --temperature 0)")(
       "seed", po::value<uint64_t>()->default_value(1), "sampling seed (the same seed gives the same text on every machine)")(
       "sliding", po::bool_switch(), "past the context, keep the last context − 1 tokens and go on")(
       "no-stop", po::bool_switch(), "do not stop at the end-of-text token")(
       "device", po::value<std::string>()->default_value("cpu"), "where the model runs: cpu, cuda or cuda:N")(
       "threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
+  add_sampling_options(opts);
   po::variables_map vm;
   if (!parse(args, opts, vm, "tapegrad generate --checkpoint C [--prompt TEXT | --prompt-file F | < stdin] [options]"))
     return 0;
@@ -62,11 +59,7 @@ int cmd_generate(Args args) {
 
   lm::GenerateOptions o;
   o.max_tokens = vm["max-tokens"].as<int64_t>();
-  o.sampling.temperature = vm["temperature"].as<double>();
-  o.sampling.top_k = vm["top-k"].as<int64_t>();
-  o.sampling.top_p = vm["top-p"].as<double>();
-  o.sampling.greedy = vm["greedy"].as<bool>();
-  o.sampling.validate();  // bad options are refused before the model is read
+  o.sampling = sampling_options(vm);  // bad options are refused before the model is read
   o.seed = vm["seed"].as<uint64_t>();
   o.sliding = vm["sliding"].as<bool>();
   const std::string prompt = read_prompt(vm);
