@@ -82,8 +82,9 @@ namespace {
 
 // Anomaly mode: true when every value of a floating-point tensor is finite (other dtypes always are).
 bool all_finite(const Tensor& t) {
-  if (t.dtype() != kFloat32 && t.dtype() != kFloat64) return true;
-  const Tensor c = t.detach().to(kCPU).contiguous();
+  if (!is_floating(t.dtype())) return true;
+  Tensor c = t.detach().to(kCPU).contiguous();
+  if (c.dtype() == kBFloat16) c = c.to(kFloat32);  // exact
   const int64_t n = c.numel();
   if (c.dtype() == kFloat32) {
     const float* p = c.data<float>();

@@ -86,6 +86,7 @@ std::vector<double> read_as_doubles(const Tensor& t) {
       case kInt32: v[i] = c.data<int32_t>()[i]; break;
       case kInt64: v[i] = static_cast<double>(c.data<int64_t>()[i]); break;
       case kBool: v[i] = c.data<bool>()[i] ? 1 : 0; break;
+      case kBFloat16: v[i] = c.data<bfloat16>()[i]; break;
     }
   }
   return v;
@@ -117,7 +118,7 @@ std::string value_part(const Tensor& value, const Tensor& grad, bool has_grad, c
 
 std::vector<std::string> value_lines(const Tensor& t, int64_t max_elements) {
   if (!t.defined()) return {"(none)"};
-  const bool integral = t.dtype() != kFloat32 && t.dtype() != kFloat64;
+  const bool integral = !is_floating(t.dtype());
   const std::vector<double> v = read_as_doubles(t);
   const int64_t n = t.numel();
   if (n > max_elements) {

@@ -90,7 +90,7 @@ template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
 
 Tensor& Tensor::requires_grad_(bool on) {
   TG_CHECK(defined(), "requires_grad_: the tensor is undefined");
-  TG_CHECK(!on || is_floating(dtype()), "requires_grad_: only float32/float64 tensors can require grad, got {}",
+  TG_CHECK(!on || is_floating(dtype()), "requires_grad_: only floating-point tensors (float32, float64, bfloat16) can require grad, got {}",
            dtype());
   TG_CHECK(is_leaf() || on,
            "requires_grad_: cannot turn off requires_grad of a non-leaf tensor (shape {}); use detach()", shape());

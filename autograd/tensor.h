@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autograd/storage.h"
+#include "kernels/bfloat16.h"
 #include "kernels/dtype.h"
 #include "kernels/shape.h"
 
@@ -21,6 +22,7 @@ namespace tapegrad {
 
 inline constexpr DType kFloat32 = DType::Float32;
 inline constexpr DType kFloat64 = DType::Float64;
+inline constexpr DType kBFloat16 = DType::BFloat16;
 inline constexpr DType kInt32 = DType::Int32;
 inline constexpr DType kInt64 = DType::Int64;
 inline constexpr DType kBool = DType::Bool;

@@ -3,13 +3,15 @@
 // shared/bench/torch_lm.py (same model, same optimizer settings, same FLOP count, same output).
 //
 //   bench_train --config micro|small|tiny|tinyB64|gpt2s [--threads N] [--steps 10] [--warmup 3] [--sgemm-n 2048]
-//               [--device cpu|cuda] [--tf32 0|1]
+//               [--device cpu|cuda] [--tf32 0|1] [--precision fp32|bf16]
 //
 // On the GPU (--device cuda, a build with the CUDA backend) the model, optimizer state and batches live
 // on cuda:0, each phase ends with a synchronisation so its time is the GPU's, the ceiling is our own
 // n×n×n float32 matmul on the device (cuBLAS; lm::measure_matmul_gflops), peak GPU memory is the caching
 // allocator's, and --tf32 1 lets cuBLAS use TF32 tensor cores for float32 matmuls (the twin of
-// torch_lm_modern.py's fp32 / tf32 modes; configs tinyB64 and gpt2s are its GPU configs).
+// torch_lm_modern.py's fp32 / tf32 modes; configs tinyB64 and gpt2s are its GPU configs). --precision bf16
+// runs the steps under nn::PrecisionGuard(BF16) (bf16 matmuls and attention, float32 master weights: the
+// twin of its bf16 mode) and measures the ceiling as a bf16 matmul.
 //
 // Model: token embedding → L × [RMSNorm → causal MHA with RoPE → residual; RMSNorm → SwiGLU →
 // residual] → RMSNorm → untied LM head; AdamW(lr 1e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1);
@@ -34,11 +36,10 @@
 
 #include "autograd/tapegrad.h"
 #include "kernels/backend.h"
-#if defined(TAPEGRAD_HAS_CUDA_BACKEND)
-#include "kernels/cuda/cuda_backend.h"
-#endif
+#include "kernels/device_memory.h"
 #include "lm/throughput.h"
 #include "nn/loss.h"
+#include "nn/precision.h"
 #include "nn/transformer_lm.h"
 #include "optim/adamw.h"
 
@@ -93,7 +94,7 @@ double sgemm_gflops(int n, int reps) {
 
 int usage(const char* why) {
   std::fprintf(stderr, "bench_train: %s\nusage: bench_train --config micro|small|tiny|tinyB64|gpt2s [--threads N] "
-               "[--steps 10] [--warmup 3] [--sgemm-n 2048] [--device cpu|cuda] [--tf32 0|1]\n", why);
+               "[--steps 10] [--warmup 3] [--sgemm-n 2048] [--device cpu|cuda] [--tf32 0|1] [--precision fp32|bf16]\n", why);
   return 2;
 }
 
@@ -102,7 +103,7 @@ int usage(const char* why) {
 int main(int argc, char** argv) {
   std::string config_name = "small";
   int threads = 1, steps = 10, warmup = 3, sgemm_n = 2048, tf32 = 0;
-  std::string device_name = "cpu";
+  std::string device_name = "cpu", precision_name = "fp32";
   for (int i = 1; i < argc; i += 2) {  // --option value pairs
     const std::string a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
     else if (a == "--sgemm-n") sgemm_n = std::atoi(v);
     else if (a == "--device") device_name = v;
     else if (a == "--tf32") tf32 = std::atoi(v);
+    else if (a == "--precision") precision_name = v;
     else return usage(("unknown option " + a).c_str());
   }
   const auto it = kConfigs.find(config_name);
@@ -126,10 +128,12 @@ int main(int argc, char** argv) {
     const Device device = parse_device(device_name);
     kernels::Backend& be = kernels::backend(device);  // throws when this build or machine has no such device
     const bool gpu = device.type == DeviceType::CUDA;
-#if defined(TAPEGRAD_HAS_CUDA_BACKEND)
-    if (gpu) kernels::cuda::set_allow_tf32(tf32 != 0);
-#endif
+    if (gpu) kernels::set_cuda_allow_tf32(tf32 != 0);
     if (tf32 && !gpu) return usage("--tf32 needs --device cuda");
+    const nn::Precision precision = nn::parse_precision(precision_name, "--precision");
+    if (precision == nn::Precision::TF32) return usage("--precision tf32: use --tf32 1");
+    const nn::PrecisionGuard precision_guard(precision);
+    const bool bf16 = precision == nn::Precision::BF16;
     Generator gen(0);
     nn::TransformerLMConfig cfg;
     cfg.vocab_size = c.vocab, cfg.context_length = c.context, cfg.d_model = c.d_model;
@@ -141,8 +145,9 @@ int main(int argc, char** argv) {
     const int64_t n_mm = c.layers * (4 * c.d_model * c.d_model + 3 * c.d_model * c.d_ff) + c.d_model * c.vocab;
     const double flops_per_token = 6.0 * double(n_mm) + 12.0 * double(c.layers * c.context * c.d_model);
     const int64_t tokens_per_step = c.batch * c.context;
-    std::printf("tapegrad | device %s%s | threads=%d OPENBLAS_CORETYPE=%s -> OpenBLAS core %s\n",
-                device.str().c_str(), gpu ? (tf32 ? " (TF32 on)" : " (TF32 off)") : "", kernels::num_threads(),
+    std::printf("tapegrad | device %s%s | precision %s | threads=%d OPENBLAS_CORETYPE=%s -> OpenBLAS core %s\n",
+                device.str().c_str(), gpu ? (tf32 ? " (TF32 on)" : " (TF32 off)") : "", precision_name.c_str(),
+                kernels::num_threads(),
                 std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)",
                 kernels::blas_core_name());
     std::printf("config %s: V=%lld T=%lld d=%lld L=%lld H=%lld d_ff=%lld B=%lld | parameters %lld\n",
@@ -177,15 +182,15 @@ int main(int argc, char** argv) {
     const double tps = double(tokens_per_step) / med;
     const double gflops = tps * flops_per_token / 1e9;
     double gpu_peak_mib = 0.0, gpu_reserved_mib = 0.0;
-#if defined(TAPEGRAD_HAS_CUDA_BACKEND)
     if (gpu) {
-      const auto ms = kernels::cuda::memory_stats();
+      const kernels::DeviceMemory ms = kernels::device_memory(device);
       gpu_peak_mib = double(ms.peak_allocated_bytes) / (1 << 20), gpu_reserved_mib = double(ms.reserved_bytes) / (1 << 20);
     }
-#endif
     // The ceiling: on the CPU raw cblas_sgemm; on the GPU our own float32 matmul (cuBLAS, with the same
     // TF32 setting as the step) of n×n by n×n, timed after training.
-    const double ceiling = gpu ? lm::measure_matmul_gflops(sgemm_n, 10, device) : sgemm_gflops(sgemm_n, 5);
+    const double ceiling = gpu  ? lm::measure_matmul_gflops(sgemm_n, 10, device, bf16 ? kBFloat16 : kFloat32)
+                           : bf16 ? lm::measure_matmul_gflops(sgemm_n, 5, device, kBFloat16)
+                                  : sgemm_gflops(sgemm_n, 5);
     std::printf("step time: median %.1f ms (min %.1f, max %.1f) over %d steps after %d warm-up\n", med * 1e3,
                 *std::min_element(t_step.begin(), t_step.end()) * 1e3,
                 *std::max_element(t_step.begin(), t_step.end()) * 1e3, steps, warmup);
@@ -201,12 +206,12 @@ int main(int argc, char** argv) {
                 tps, flops_per_token / 1e6, gflops, 100 * gflops / ceiling, sgemm_n, ceiling);
     std::printf("loss: first %.4f last %.4f (ln V = %.4f)   peak RSS %.1f MiB   page faults per step %.0f\n",
                 losses.front(), losses.back(), std::log(double(c.vocab)), rss, median(faults));
-    std::printf("RESULT {\"lib\":\"tapegrad\",\"device\":\"%s\",\"tf32\":%d,\"config\":\"%s\",\"threads\":%d,\"openblas_core\":\"%s\","
+    std::printf("RESULT {\"lib\":\"tapegrad\",\"device\":\"%s\",\"precision\":\"%s\",\"tf32\":%d,\"config\":\"%s\",\"threads\":%d,\"openblas_core\":\"%s\","
                 "\"steps\":%d,\"warmup\":%d,\"tokens_per_step\":%lld,\"step_s_median\":%.6f,\"fwd_s_median\":%.6f,"
                 "\"bwd_s_median\":%.6f,\"opt_s_median\":%.6f,\"tokens_per_s\":%.1f,\"flops_per_token\":%.0f,"
                 "\"gflops_per_s\":%.2f,\"sgemm_gflops\":%.2f,\"sgemm_n\":%d,\"loss_first\":%.6f,\"loss_last\":%.6f,"
                 "\"peak_rss_mib\":%.1f,\"page_faults_per_step\":%.0f,\"gpu_peak_allocated_mib\":%.1f,\"gpu_reserved_mib\":%.1f}\n",
-                device.str().c_str(), tf32, config_name.c_str(), kernels::num_threads(), kernels::blas_core_name(), steps, warmup,
+                device.str().c_str(), precision_name.c_str(), tf32, config_name.c_str(), kernels::num_threads(), kernels::blas_core_name(), steps, warmup,
                 (long long)tokens_per_step, med, median(t_fwd), median(t_bwd), median(t_opt), tps, flops_per_token,
                 gflops, ceiling, sgemm_n, losses.front(), losses.back(), rss, median(faults), gpu_peak_mib,
                 gpu_reserved_mib);

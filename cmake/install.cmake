@@ -1,6 +1,7 @@
 # install.cmake — `cmake --install` and `cpack -G DEB` for tapegrad: headers under include/tapegrad/,
-# the static libraries, the `tapegrad` tool, a CMake package (find_package(tapegrad), targets in the
-# tapegrad:: namespace, umbrella target tapegrad::tapegrad), a pkg-config file and the .deb's metadata.
+# the static libraries, the CUDA backend's plugin libtapegrad_cuda.so (in a build that has one), the
+# `tapegrad` tool, a CMake package (find_package(tapegrad), targets in the tapegrad:: namespace, umbrella
+# target tapegrad::tapegrad), a pkg-config file and the .deb's metadata.
 # Included from the top CMakeLists.txt after every library target exists; the build tree is unchanged.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -42,6 +43,12 @@ install(TARGETS tapegrad_all tapegrad_kernels tapegrad tapegrad_nn tapegrad_opti
 # whatever Debian's libopenblas.so.0 alternative points at.
 set_target_properties(tapegrad_tool PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS tapegrad_tool RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT tool)
+# The CUDA backend's plugin, in the libdir its loader looks in (kernels/plugin_loader.h: <bin>/../libdir, then
+# the libdir compiled in). Not an exported target: no program links it, the core opens it on the first use of
+# a CUDA device. It finds the CUDA libraries (or TBB) through its RUNPATH (INSTALL_RPATH_USE_LINK_PATH).
+if(TARGET tapegrad_cuda)
+  install(TARGETS tapegrad_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT tool)
+endif()
 
 # Headers, laid out as in the source tree. kernels/: only its top-level headers, which autograd/'s
 # headers include (backend.h, dtype.h, shape.h, error.h, ...); the CPU and CUDA internals stay out.
@@ -64,20 +71,13 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/tapegradConfig.cmake ${CMAKE_CURRENT_B
   DESTINATION ${TAPEGRAD_INSTALL_CMAKEDIR} COMPONENT dev)
 
 # pkg-config. The libraries are static, so what they link privately is in Requires.private and
-# Libs.private: link with `pkg-config --static --libs tapegrad`.
+# Libs.private: link with `pkg-config --static --libs tapegrad`. No CUDA library (nor TBB) in either: the
+# CUDA backend is the plugin above, which the core opens with dlopen (libdl).
 set(TAPEGRAD_PC_CFLAGS "-fopenmp")
 set(TAPEGRAD_PC_LIBS_PRIVATE "")
-if(TAPEGRAD_CUDA_NVCC)
-  find_package(CUDAToolkit REQUIRED)  # for its library folder (kernels/ found it in its own scope)
-  string(APPEND TAPEGRAD_PC_CFLAGS " -DTAPEGRAD_HAS_CUDA_BACKEND=1")
-  string(APPEND TAPEGRAD_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcublas -lcudart")
-  if(TAPEGRAD_NCCL)
-    string(APPEND TAPEGRAD_PC_LIBS_PRIVATE " ${TAPEGRAD_NCCL_LIBRARY}")
-  endif()
-elseif(TAPEGRAD_CUDA_EMULATED)
-  string(APPEND TAPEGRAD_PC_CFLAGS " -DTAPEGRAD_HAS_CUDA_BACKEND=1")
-  string(APPEND TAPEGRAD_PC_LIBS_PRIVATE " -ltbb -pthread")
-endif()
+foreach(_tg_dl IN LISTS CMAKE_DL_LIBS)
+  string(APPEND TAPEGRAD_PC_LIBS_PRIVATE " -l${_tg_dl}")
+endforeach()
 if(TAPEGRAD_MPI)  # dist/'s MPI communicator: Open MPI's link line (libmpi)
   set(TAPEGRAD_PC_REQUIRES_PRIVATE " ompi-c")
 else()
@@ -95,8 +95,9 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/tapegrad.pc DESTINATION ${CMAKE_INSTAL
 # The Debian package: `cpack -G DEB` in the build folder → tapegrad_<version>_<arch>.deb, everything
 # above under /usr. Depends: what the tool loads at run time, and the -dev packages a user of the CMake
 # package or tapegrad.pc needs (the config re-finds them; the libraries are static). A CUDA build also
-# needs the CUDA toolkit's cudart and cuBLAS, which are not Debian packages: add them with
-# -DTAPEGRAD_DEB_EXTRA_DEPENDS="..." (a comma-separated Depends list) when packaging one.
+# needs the CUDA toolkit's cudart and cuBLAS for its plugin (usr/lib/.../libtapegrad_cuda.so, opened only for
+# --device cuda), which are not Debian packages: add them with -DTAPEGRAD_DEB_EXTRA_DEPENDS="..." (a
+# comma-separated Depends list) when packaging one; the tool starts and runs on the CPU without them.
 set(TAPEGRAD_DEB_EXTRA_DEPENDS "" CACHE STRING "Extra Depends of the .deb (e.g. the CUDA toolkit's packages)")
 set(CPACK_PACKAGE_NAME tapegrad)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})

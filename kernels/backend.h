@@ -128,6 +128,13 @@ class Backend {
   // batch shape; a and b may broadcast it with stride 0. Transposed operands (column-major
   // strides) go to BLAS as transpose flags, never as copies.
   virtual void matmul(const TensorView& out, const TensorView& a, const TensorView& b, bool accumulate) = 0;
+  // The same with out, a and b all bfloat16 (float32 accumulation, out rounded once), when this backend has
+  // a kernel of its own for it (the GPU's tensor cores); false: nothing was done, and the bf16 bridge
+  // (kernels/bf16_bridge.h) widens to float32 around matmul() instead.
+  virtual bool matmul_bf16_native(const TensorView& out, const TensorView& a, const TensorView& b, bool accumulate) {
+    (void)out, (void)a, (void)b, (void)accumulate;
+    return false;
+  }
 
   // ---- indexing (index is Int32 or Int64; every index is bounds-checked before anything is written) ----
   // out = in with dim taken at index (1-D): out.shape[dim] == index.numel()
@@ -198,8 +205,15 @@ class Backend {
   }
 };
 
-// The backend of a device; throws tapegrad::Error when this build or machine has none.
+// The backend of a device; throws tapegrad::Error when this build or machine has none. The CUDA backend is a
+// plugin (libtapegrad_cuda.so) opened on the first call for a CUDA device (kernels/plugin_loader.h).
 Backend& backend(Device device);
+// CUDA devices this process sees: 0 in a build without the CUDA backend, where its plugin cannot be loaded,
+// or without a GPU (never throws). Loads the plugin.
+int cuda_device_count();
+// TF32 tensor cores for float32 matmuls on the CUDA backend (kernels/cuda/cuda_backend.h: set_allow_tf32);
+// loads the plugin, throws where there is none.
+void set_cuda_allow_tf32(bool allow);
 
 // Threads used by CPU kernels and OpenBLAS (one shared OpenMP pool).
 void set_num_threads(int n);

@@ -1,5 +1,6 @@
 // dtype.h — element types and devices. float32 is the default; float64 exists on every
-// differentiable CPU op (gradcheck needs it); int64/int32 hold indices; bool holds masks.
+// differentiable CPU op (gradcheck needs it); bfloat16 is a storage type (kernels/bfloat16.h: every op
+// computes in float32 and rounds back, kernels/bf16_bridge.h); int64/int32 hold indices; bool holds masks.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -9,7 +10,7 @@
 
 namespace tapegrad {
 
-enum class DType : uint8_t { Float32, Float64, Int32, Int64, Bool };
+enum class DType : uint8_t { Float32, Float64, Int32, Int64, Bool, BFloat16 };
 
 constexpr size_t dtype_size(DType t) {
   switch (t) {
@@ -18,12 +19,13 @@ constexpr size_t dtype_size(DType t) {
     case DType::Int32: return 4;
     case DType::Int64: return 8;
     case DType::Bool: return 1;
+    case DType::BFloat16: return 2;
   }
   return 0;
 }
-constexpr bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
+constexpr bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64 || t == DType::BFloat16; }
 constexpr bool is_index(DType t) { return t == DType::Int32 || t == DType::Int64; }
-const char* dtype_name(DType t);  // "float32", ...
+const char* dtype_name(DType t);  // "float32", "bfloat16", ...
 
 enum class DeviceType : uint8_t { CPU, CUDA };
 

@@ -1,6 +1,7 @@
 // nccl.h — NCCL collectives on device buffers for dist/'s NCCL communicator (dist/nccl_communicator.cpp).
-// The lowest layer's side of it: raw device pointers and kernels::DType, no CUDA header (the code is in
-// kernels/cuda/nccl.cu, built with TAPEGRAD_NCCL: the CUDA backend built by nvcc and libnccl found).
+// The lowest layer's side of it: raw device pointers and kernels::DType, no CUDA header. The code is in the
+// CUDA plugin (kernels/cuda/nccl.cu, built with TAPEGRAD_NCCL: nvcc and libnccl found); nccl_plugin.cpp
+// forwards these calls to it.
 //
 //   NcclId id = rank == 0 ? nccl_unique_id() : NcclId{};   // then every rank gets rank 0's id (over MPI)
 //   NcclComm comm(id, rank, world_size);                   // collective: every rank constructs it

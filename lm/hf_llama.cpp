@@ -79,7 +79,7 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 }  // namespace
 
-void export_hf_llama(const nn::TransformerLM& model, const std::string& dir) {
+void export_hf_llama(const nn::TransformerLM& model, const std::string& dir, std::optional<DType> weights) {
   const nn::TransformerLMConfig& c = model.config;
   const auto sd = model.state_dict();
   TG_CHECK(c.n_layers >= 1, "export hf: the model has no layers");
@@ -90,13 +90,16 @@ void export_hf_llama(const nn::TransformerLM& model, const std::string& dir) {
   };
   const int64_t H = c.n_heads, C = c.d_model, D = C / H;
   const int64_t Hkv = rows("layers.0.attn.k_proj.weight") / D, F = rows("layers.0.ffn.w1.weight");
-  TG_CHECK(c.dtype == kFloat32 || c.dtype == kFloat64, "export hf: dtype must be float32 or float64");
+  TG_CHECK(is_floating(c.dtype), "export hf: dtype must be float32, float64 or bfloat16");
+  const DType file_dtype = weights.value_or(c.dtype);
+  TG_CHECK(file_dtype == c.dtype || file_dtype == kBFloat16,
+           "export hf: weights can be written as the model's {} or as bfloat16, not {}", c.dtype, file_dtype);
 
   std::map<std::string, Tensor> out;
   for (const NamePair& p : name_table(c.n_layers, c.vocab_size, C, H, Hkv, D, F, c.tie_embeddings)) {
     const auto it = sd.find(p.ours);
     TG_CHECK(it != sd.end(), "export hf: the model has no parameter '{}'", p.ours);
-    const Tensor w = it->second.detach().to(kCPU);
+    const Tensor w = it->second.detach().to(kCPU).to(file_dtype);
     out[p.hf] = p.rope_rows ? permute_rope_rows(w, D, true) : w.contiguous();
   }
   const json config = {
@@ -118,7 +121,7 @@ void export_hf_llama(const nn::TransformerLM& model, const std::string& dir) {
       {"attention_bias", false},
       {"attention_dropout", 0.0},
       {"mlp_bias", false},
-      {"torch_dtype", c.dtype == kFloat64 ? "float64" : "float32"},
+      {"torch_dtype", dtype_name(file_dtype)},
   };
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -344,7 +347,8 @@ HfLlama import_hf_llama(const std::string& dir) {
     const SafetensorsEntry& e = f.entry(p.hf);
     TG_CHECK(e.shape == p.shape, "import hf: '{}': tensor '{}' has shape {}, expected {} (from '{}')", f.path(), p.hf,
              shape_str(e.shape), shape_str(p.shape), cfg_path);
-    const Tensor t = f.load(p.hf);
+    // BF16 loads as bfloat16; the model keeps float32 master weights (the widening is exact).
+    const Tensor t = f.load(p.hf).to(c.dtype);
     m.weights[p.ours] = p.rope_rows ? permute_rope_rows(t, D, false) : t;
   }
   return m;

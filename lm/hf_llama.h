@@ -30,10 +30,11 @@
 // Import requires model_type "llama", hidden_act "silu", no attention/MLP biases, rope_scaling absent or null, an
 // optional head_dim equal to hidden_size / num_attention_heads, every tensor present with its shape and
 // no other tensor (except rotary_emb.inv_freq buffers of old checkpoints, which are ignored). Tensors
-// may be F32 or F64; F16 and BF16 are widened to float32 exactly (every half/bfloat16 is a float32).
+// may be F32 or F64; F16 and BF16 are widened to float32 exactly (every half/bfloat16 is a float32): the float32 master weights.
 // Every problem is a tapegrad::Error naming the file and the key or tensor.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,10 @@
 namespace tapegrad::lm {
 
 // Writes dir/config.json and dir/model.safetensors (creating dir).
-void export_hf_llama(const nn::TransformerLM& model, const std::string& dir);
+// weights: the dtype written to model.safetensors and config.json's torch_dtype — the model's own (float32 or
+// float64), or bfloat16 (every weight rounded to nearest even: half the bytes, what most Hugging Face
+// checkpoints ship).
+void export_hf_llama(const nn::TransformerLM& model, const std::string& dir, std::optional<DType> weights = {});
 
 struct HfLlama {
   nn::TransformerLMConfig config;          // n_kv_heads and d_ff explicit; dtype float32 or float64

@@ -9,12 +9,13 @@
 
 namespace tapegrad::lm {
 
-double measure_matmul_gflops(int n, int reps, Device device) {
+double measure_matmul_gflops(int n, int reps, Device device, DType dtype) {
   NoGradGuard no_grad;
   const bool on_cpu = device.type == DeviceType::CPU;
   if (n <= 0) n = on_cpu ? 512 : 4096;
   Generator gen(0);  // random operands: a GPU's matrix units can run faster on constant or zero data
-  const Tensor a = randn({n, n}, Options(kFloat32), &gen).to(device), b = randn({n, n}, Options(kFloat32), &gen).to(device);
+  const Tensor a = randn({n, n}, Options(kFloat32), &gen).to(dtype).to(device);
+  const Tensor b = randn({n, n}, Options(kFloat32), &gen).to(dtype).to(device);
   std::vector<double> t;
   for (int r = 0; r <= reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -10,6 +10,7 @@
 #include "autograd/io/exact_number.h"
 #include "lm/loss_plot.h"
 #include "data/file_io.h"
+#include "kernels/backend.h"
 #include "lm/run_dir.h"
 #include "lm/sft_eval.h"
 #include "nn/loss.h"
@@ -83,7 +84,7 @@ std::map<std::string, std::string> TrainOptions::to_map() const {
           {"eval_every", exact(eval_every)},   {"eval_batch_size", exact(eval_batch_size)},
           {"checkpoint_every", exact(checkpoint_every)}, {"keep_last", exact(keep_last)},
           {"log_every", exact(log_every)},     {"detect_anomaly", detect_anomaly ? "true" : "false"},
-          {"device", device.str()}};
+          {"device", device.str()},            {"precision", nn::precision_name(precision)}};
 }
 
 void TrainOptions::validate() const {
@@ -184,6 +185,9 @@ void Trainer::build_model(const nn::TransformerLMConfig& config) {
   Generator init_gen(options_.seed);
   model_ = std::make_unique<nn::TransformerLM>(config, &init_gen);
   model_->to(options_.device);  // initialised on the host (the same numbers on every device), then moved
+  // --precision tf32: TF32 tensor cores for the GPU's float32 matmuls (the CPU has none: fp32 there).
+  if (options_.device.type == DeviceType::CUDA)
+    kernels::set_cuda_allow_tf32(options_.precision == nn::Precision::TF32);
   optimizer_ = std::make_unique<optim::AdamW>(param_groups(*model_), optim::AdamWOptions(options_.lr)
                                                                            .betas(options_.beta1, options_.beta2)
                                                                            .eps(options_.eps)
@@ -278,6 +282,7 @@ StepStats Trainer::train_step() {
   const int64_t cosine = options_.cosine_steps > 0 ? options_.cosine_steps : options_.steps;
   const double lr = optim::cosine_lr(step_, options_.lr, options_.min_lr, options_.warmup_steps, cosine);
   DetectAnomalyGuard anomaly(options_.detect_anomaly);
+  nn::PrecisionGuard precision(options_.precision);
   optimizer_->zero_grad();
   // On the CPU each micro-batch's loss is read as it is made. On a GPU a read synchronises the host
   // with the device, so the losses stay there and are read once, with the gradient norm, after
@@ -379,6 +384,7 @@ data::Batch Trainer::next_sft_batch(uint64_t& tokens) {
 }
 
 EvalResult Trainer::evaluate() const {
+  nn::PrecisionGuard precision(options_.precision);
   const int64_t b = options_.eval_batch_size > 0 ? options_.eval_batch_size : options_.batch_size;
   if (sft_) {
     TG_CHECK(!sft_->val.empty(), "evaluate: this trainer has no held-out examples");

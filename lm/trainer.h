@@ -46,6 +46,7 @@
 #include "lm/evaluate.h"
 #include "lm/metrics_log.h"
 #include "lm/sft_data.h"
+#include "nn/precision.h"
 #include "nn/transformer_lm.h"
 #include "optim/adamw.h"
 #include "optim/checkpoint.h"
@@ -76,6 +77,9 @@ struct TrainOptions {
   int64_t log_every = 1;            // a metrics.jsonl line every N steps (and at the last); at least 1
   bool detect_anomaly = false;      // name the tape entry that first produced a non-finite value
   Device device = Device::cpu();    // where the model, its optimizer state and the batches live
+  // What the forward passes compute in (nn/precision.h): bf16 = bf16 matmuls and attention with float32
+  // master weights, gradients and AdamW state. Training steps and evaluations run under it.
+  nn::Precision precision = nn::Precision::FP32;
   // Stored in config.json and in every checkpoint (as run.<key>): data paths, the tokenizer's
   // fingerprint ("tokenizer_fingerprint"), whatever the caller wants a checkpoint to remember.
   std::map<std::string, std::string> run_info;

@@ -101,6 +101,8 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache::Layer& cach
     q = rope->forward(q, pos);
     k = rope->forward(k, pos);
   }
+  // The cache's dtype decides the attention's (a bf16 cache under bf16 precision: nn/kv_cache.h).
+  if (q.dtype() != cache.k.dtype()) q = q.to(cache.k.dtype());
   cache.k.narrow(2, start, T).copy_(k);
   cache.v.narrow(2, start, T).copy_(v);
   // Keys 0..L−1 from the cache; query t (position start + t) sees keys j ≤ start + t: the fused

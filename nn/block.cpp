@@ -1,6 +1,8 @@
 // block.cpp — the pre-norm residual block.
 #include "nn/block.h"
 
+#include "nn/precision.h"
+
 namespace tapegrad::nn {
 
 TransformerBlock::TransformerBlock(int64_t d_model, int64_t n_heads, int64_t n_kv_heads, int64_t d_ff,
@@ -12,14 +14,16 @@ TransformerBlock::TransformerBlock(int64_t d_model, int64_t n_heads, int64_t n_k
   ffn = register_module("ffn", std::make_shared<SwiGLU>(d_model, d_ff, dtype, gen));
 }
 
+// h = x + attn(ln1(x)); out = h + ffn(ln2(h)). add_residual: the residual stream stays in its own dtype
+// (float32 under bf16 precision, where the branches come out of bf16 matmuls; nn/precision.h).
 Tensor TransformerBlock::forward(const Tensor& x, const Tensor& positions) const {
-  Tensor h = x + attn->forward(ln1->forward(x), positions);  // [B, T, C]
-  return h + ffn->forward(ln2->forward(h));
+  Tensor h = add_residual(x, attn->forward(ln1->forward(x), positions));  // [B, T, C]
+  return add_residual(h, ffn->forward(ln2->forward(h)));
 }
 
 Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t start) const {
-  Tensor h = x + attn->forward_cached(ln1->forward(x), cache, start);
-  return h + ffn->forward(ln2->forward(h));
+  Tensor h = add_residual(x, attn->forward_cached(ln1->forward(x), cache, start));
+  return add_residual(h, ffn->forward(ln2->forward(h)));
 }
 
 }  // namespace tapegrad::nn

@@ -18,8 +18,7 @@ Tensor Dropout::forward(const Tensor& x) const {
   TG_CHECK(x.defined(), "Dropout: undefined input");
   checked_p(p);  // p is a public field: re-check before use
   if (!is_training() || p == 0.0) return x;
-  TG_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64, "Dropout: input must be float32 or float64, got {}",
-           x.dtype());
+  TG_CHECK(is_floating(x.dtype()), "Dropout: input must be float32, float64 or bfloat16, got {}", x.dtype());
   Generator* gen = generator ? generator.get() : &default_generator();
   // u ~ U[0, 1) drawn in float64 (53 bits) so P(u < 1 − p) is 1 − p exactly for any dtype.
   Tensor u = rand(x.shape(), Options(kFloat64).device(x.device()), gen);

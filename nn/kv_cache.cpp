@@ -2,6 +2,7 @@
 #include "nn/kv_cache.h"
 
 #include "autograd/tapegrad.h"
+#include "nn/precision.h"
 #include "nn/transformer_lm.h"
 
 namespace tapegrad::nn {
@@ -13,9 +14,11 @@ KVCache::KVCache(const TransformerLMConfig& config, int64_t batch, int64_t capac
            capacity_, config.context_length);
   const int64_t kv = config.n_kv_heads > 0 ? config.n_kv_heads : config.n_heads;
   const int64_t d = config.d_model / config.n_heads;
+  // The attention's dtype under the precision active now (bf16 under a bf16 PrecisionGuard: half the bytes).
+  const DType dtype = config.dtype == kFloat32 ? stage_dtype(Stage::Attention) : config.dtype;
   for (int64_t l = 0; l < config.n_layers; ++l)
-    layers_.push_back({zeros({batch, kv, capacity_, d}, Options(config.dtype).device(device)),
-                       zeros({batch, kv, capacity_, d}, Options(config.dtype).device(device))});
+    layers_.push_back({zeros({batch, kv, capacity_, d}, Options(dtype).device(device)),
+                       zeros({batch, kv, capacity_, d}, Options(dtype).device(device))});
 }
 
 void KVCache::advance(int64_t t) {

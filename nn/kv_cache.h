@@ -19,7 +19,8 @@ struct TransformerLMConfig;
 
 class KVCache {
  public:
-  // capacity ≤ 0: the model's context_length. Tensors in the config's dtype, on `device`.
+  // capacity ≤ 0: the model's context_length. Tensors in the config's dtype (bf16 for a float32 model under a
+  // bf16 nn::PrecisionGuard), on `device`.
   KVCache(const TransformerLMConfig& config, int64_t batch, int64_t capacity = 0, Device device = kCPU);
 
   int64_t length() const { return length_; }

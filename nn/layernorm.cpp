@@ -15,8 +15,7 @@ LayerNorm::LayerNorm(int64_t d, double e, bool affine, DType dtype) : d_model(d)
 Tensor LayerNorm::forward(const Tensor& x) const {
   TG_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == d_model, "LayerNorm: input {} must end in d_model = {}",
            x.defined() ? x.shape() : Shape{}, d_model);
-  TG_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64, "LayerNorm: input must be float32 or float64, got {}",
-           x.dtype());
+  TG_CHECK(is_floating(x.dtype()), "LayerNorm: input must be float32, float64 or bfloat16, got {}", x.dtype());
   Tensor mu = mean(x, {-1}, /*keepdim=*/true);          // [..., 1]  μ
   Tensor xc = x - mu;                                    // [..., C]  x − μ
   Tensor var = mean(xc * xc, {-1}, /*keepdim=*/true);   // [..., 1]  σ² (biased)

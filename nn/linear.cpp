@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/int8_ops.h"
+#include "nn/precision.h"
 
 namespace tapegrad::nn {
 
@@ -20,9 +21,14 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, DType dtype, Generator* 
 Tensor Linear::forward(const Tensor& x) const {
   TG_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: input {} must end in in_features = {}", x.shape(),
            in_features);
-  Tensor y = int8_weight ? int8_linear(x, *int8_weight)  // [..., in] → [..., out], int8 groups
-                         : matmul(x, weight.t());         // [..., in] @ [in, out] → [..., out]
-  return bias.defined() ? y + bias : y;
+  if (int8_weight) {
+    Tensor y = int8_linear(x, *int8_weight);  // [..., in] → [..., out], int8 groups
+    return bias.defined() ? y + bias : y;
+  }
+  // Under bf16 precision (nn/precision.h) x and the float32 weight are rounded to bf16 here; the matmul
+  // accumulates in float32 and gives bf16. Under fp32 both pass unchanged.
+  Tensor y = matmul(autocast(x, Stage::Matmul), autocast(weight, Stage::Matmul).t());  // [..., in] @ [in, out]
+  return bias.defined() ? y + autocast(bias, Stage::Matmul) : y;
 }
 
 void Linear::quantize_int8(int64_t group) {

@@ -13,8 +13,7 @@ namespace {
 
 void check_input(const Tensor& x, int64_t d_model) {
   TG_CHECK(x.dim() >= 1 && x.size(-1) == d_model, "RMSNorm: input {} must end in d_model = {}", x.shape(), d_model);
-  TG_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64, "RMSNorm: input must be float32 or float64, got {}",
-           x.dtype());
+  TG_CHECK(is_floating(x.dtype()), "RMSNorm: input must be float32, float64 or bfloat16, got {}", x.dtype());
 }
 
 }  // namespace

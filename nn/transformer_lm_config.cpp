@@ -67,8 +67,10 @@ TransformerLMConfig TransformerLMConfig::from_config_map(const std::map<std::str
       c.dtype = kFloat32;
     else if (*v == dtype_name(kFloat64))
       c.dtype = kFloat64;
+    else if (*v == dtype_name(kBFloat16))
+      c.dtype = kBFloat16;
     else
-      problems.push_back(fmt::format("'dtype' = '{}' is not float32 or float64", *v));
+      problems.push_back(fmt::format("'dtype' = '{}' is not float32, float64 or bfloat16", *v));
   }
   for (const auto& [k, was_used] : used)
     if (!was_used) problems.push_back(fmt::format("unknown key '{}'", k));

@@ -12,8 +12,14 @@
 # Logs go to $OUT (at most 8 files come back: gpu.txt, tests.log, bench.log, memcheck.log,
 # racecheck.log, ncu.log, kernel_times.md, main_job.log; a device build's log goes to gpu.txt), else
 # build-gpu/logs.
-#   device run (carry [".gpudeps"]): bash scripts/gpu_check.sh
+#   device run (carry [".gpudeps"]): bash scripts/gpu_check.sh [all|bf16]
+# bf16 (issue 23): the whole cuda suite (its [bf16] cases: every backend function in bf16 against the CPU,
+# cuBLAS's bf16 GEMM against the CPU's), memcheck over the bf16 cases, bench_train --precision bf16 beside
+# --tf32 1 on tiny / tinyB64 / gpt2s, PyTorch's bf16 and bf16c (torch.compile) in the same call, and the
+# main job trained on the GPU in bf16 and in fp32 (validation losses side by side).
 set -uo pipefail
+mode=${1:-all}
+[[ $mode == all || $mode == bf16 ]] || { echo "usage: gpu_check.sh [all|bf16]" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 root=$PWD
 out="${OUT:-build-gpu/logs}"
@@ -67,6 +73,38 @@ else
     step build 330 cmake --build build-gpu --target tapegrad_cuda_tests bench_train -j16
   } 2>&1 | tee -a "$out/gpu.txt" | tail -20
   t=build-gpu/tests/tapegrad_cuda_tests; b=build-gpu/bench/bench_train
+fi
+
+if [[ $mode == bf16 ]]; then
+  step "tests (cuBLAS, all)" 120 "$t" --durations yes 2>&1 | tee "$out/tests.log" | grep -vE "^[0-9.]+ s: " | tail -25
+  step "memcheck [bf16]" 90 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 "$t" "[bf16]" \
+    2>&1 | tee "$out/memcheck.log" | tail -6
+  {
+    for cfg in tiny tinyB64 gpt2s; do
+      steps=20; [[ $cfg == gpt2s ]] && steps=10
+      step "bench $cfg bf16" 60 "$b" --device cuda --config "$cfg" --precision bf16 --steps $steps --warmup 3 --sgemm-n 8192
+      step "bench $cfg tf32" 45 "$b" --device cuda --config "$cfg" --tf32 1 --steps $steps --warmup 3 --sgemm-n 8192
+    done
+    peer=.gpudeps/torch_lm_modern.py
+    [[ -f "$peer" ]] && PYTHONUNBUFFERED=1 step "pytorch" 300 "${py_env[@]}" python3 "$peer" \
+      --configs tiny,tinyB64,gpt2s --modes tf32,bf16,bf16c --gen 256
+  } 2>&1 | tee "$out/bench.log" | grep -E "RESULT|== |step time|of which" | tail -40
+  if [[ -x $bin/tapegrad ]]; then
+    tool=$bin/tapegrad; corpus=corpus/tinystories_head.txt
+    {
+      step "main job: tokenizer" 60 "$tool" tokenize train --input "$corpus" --vocab-size 2048 --out /tmp/tg_tok
+      for p in bf16 fp32; do
+        step "main job: train on cuda, $p" 150 "$tool" train --device cuda --precision $p --text "$corpus" \
+          --tokenizer /tmp/tg_tok --context 128 --d-model 128 --layers 4 --heads 4 --batch-size 16 --steps 800 \
+          --lr 3e-3 --warmup-steps 50 --eval-every 100 --checkpoint-every 800 --out /tmp/tg_main_$p
+        grep '"eval"' /tmp/tg_main_$p/metrics.jsonl | cut -c1-120
+      done
+      step "main job: generate on cuda, bf16" 60 "$tool" generate --device cuda --precision bf16 \
+        --checkpoint /tmp/tg_main_bf16 --prompt "Once upon a time" --max-tokens 60 --seed 1
+    } 2>&1 | tr '\r' '\n' | tee "$out/main_job.log" | grep -E "^== |eval|tok/s|Once" | tail -30
+  fi
+  echo "== done after ${SECONDS}s"
+  exit 0
 fi
 
 # 1. The cross-backend suite on the real device, cuBLAS matmuls.

@@ -35,7 +35,10 @@ if [[ $prebuilt == 1 ]]; then
     -DCMAKE_CUDA_ARCHITECTURES=90 -DTAPEGRAD_NATIVE=OFF -DTAPEGRAD_BENCH=ON -DTAPEGRAD_MPI=OFF >/dev/null
   cmake --build build-gpu --target tapegrad_cuda_tests bench_train tapegrad_tool
   mkdir -p .gpudeps/bin
-  for exe in build-gpu/tests/tapegrad_cuda_tests build-gpu/bench/bench_train build-gpu/tools/tapegrad; do
+  # The CUDA backend's plugin beside them: the tool and bench_train open it from their folder, the tests
+  # (which link it) find it there through their RUNPATH ($ORIGIN).
+  for exe in build-gpu/tests/tapegrad_cuda_tests build-gpu/bench/bench_train build-gpu/tools/tapegrad \
+             build-gpu/kernels/libtapegrad_cuda.so; do
     strip -o ".gpudeps/bin/$(basename $exe)" "$exe" && xz -T0 -6 ".gpudeps/bin/$(basename $exe)"
   done
   # Where those binaries look for ../shared (TAPEGRAD_SHARED_DIR): gpu_check.sh links it there.

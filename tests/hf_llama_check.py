@@ -7,8 +7,12 @@ then the mean cross-entropy of transformers' logits over the windows 0, T, 2T, �
 equal `tapegrad eval --data` on the same file (≤ 1e-4 relative; our loss is read back as ln(perplexity),
 which is printed with more digits). A control: the same HF model with q_proj/k_proj rows NOT permuted
 (our interleaved layout) gives a different loss, so the comparison can see a wrong RoPE layout.
+In bf16: a model trained with --precision bf16 and exported with --dtype bfloat16 has only BF16 tensors and
+torch_dtype bfloat16; transformers (weights widened to float32) matches `tapegrad import hf` + eval of the same
+file (≤ 1e-4), and transformers computing in bfloat16 matches `tapegrad eval --precision bf16` (≤ 2e-2).
 Exit 77 (ctest: skipped) when torch or transformers cannot be imported.
 """
+import json
 import math
 import os
 import re
@@ -51,12 +55,12 @@ def hf_loss(model, ids, T):
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item(), windows * T
 
 
-def load_hf(path):
+def load_hf(path, dtype=torch.float32):
     kw = {"attn_implementation": "eager"}
     try:
-        return transformers.LlamaForCausalLM.from_pretrained(path, dtype=torch.float32, **kw).eval()
+        return transformers.LlamaForCausalLM.from_pretrained(path, dtype=dtype, **kw).eval()
     except TypeError:
-        return transformers.LlamaForCausalLM.from_pretrained(path, torch_dtype=torch.float32, **kw).eval()
+        return transformers.LlamaForCausalLM.from_pretrained(path, torch_dtype=dtype, **kw).eval()
 
 
 def main():
@@ -109,7 +113,45 @@ def main():
             sys.exit(f"FAIL: {name}: losses differ by {rel:.2e} relative (> 1e-4)")
         if abs(unpermuted - ours) / ours <= 10 * max(rel, 1e-7):
             sys.exit(f"FAIL: {name}: the control (unpermuted q/k) is as close as the export: the check cannot see RoPE")
+    worst = max(worst, check_bf16(train, evalf, eval_ids))
     print(f"OK: transformers' LlamaForCausalLM matches tapegrad (worst relative difference {worst:.2e})")
+
+
+def eval_loss(*args):
+    text = run("eval", *args, "--batch-size", "3", "--threads", "1")
+    m = re.search(r"perplexity ([0-9.]+)", text)
+    if not m:
+        sys.exit(f"FAIL: cannot parse tapegrad eval output:\n{text}")
+    return math.log(float(m.group(1)))
+
+
+def check_bf16(train, evalf, eval_ids):
+    out, hf_dir, imported = (os.path.join(WORK, n) for n in ("bf16", "bf16_hf", "bf16_imported"))
+    run("train", "--train", train, "--model", "micro", "--steps", "2", "--batch-size", "4", "--lr", "3e-2",
+        "--warmup-steps", "0", "--threads", "1", "--precision", "bf16", "--kv-heads", "2", "--tie-embeddings", "false",
+        "--out", out)
+    run("export", "hf", out, "--out", hf_dir, "--dtype", "bfloat16")
+    with open(os.path.join(hf_dir, "model.safetensors"), "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    dtypes = {v["dtype"] for k, v in header.items() if k != "__metadata__"}
+    with open(os.path.join(hf_dir, "config.json")) as f:
+        torch_dtype = json.load(f)["torch_dtype"]
+    if dtypes != {"BF16"} or torch_dtype != "bfloat16":
+        sys.exit(f"FAIL: bf16 export: tensor dtypes {dtypes}, torch_dtype {torch_dtype}")
+    run("import", "hf", hf_dir, "--out", imported)
+    ours = eval_loss("--checkpoint", imported, "--data", evalf)
+    theirs, _ = hf_loss(load_hf(hf_dir), eval_ids, CONTEXT)
+    rel = abs(theirs - ours) / abs(ours)
+    ours16 = eval_loss("--checkpoint", imported, "--data", evalf, "--precision", "bf16")
+    theirs16, _ = hf_loss(load_hf(hf_dir, torch.bfloat16), eval_ids, CONTEXT)
+    rel16 = abs(theirs16 - ours16) / abs(ours16)
+    print(f"bf16 export: tapegrad {ours:.7f}  transformers {theirs:.7f}  relative difference {rel:.2e};  "
+          f"computing in bf16: tapegrad {ours16:.5f}  transformers {theirs16:.5f}  relative difference {rel16:.2e}")
+    if rel > 1e-4:
+        sys.exit(f"FAIL: bf16 export: losses differ by {rel:.2e} relative (> 1e-4)")
+    if rel16 > 2e-2:
+        sys.exit(f"FAIL: bf16 export computed in bf16: losses differ by {rel16:.2e} relative (> 2e-2)")
+    return rel
 
 
 main()

@@ -1173,7 +1173,8 @@ TEST_CASE("TrainOptions::validate names the option at fault", "[lm]") {
   CHECK(map.at("batch_size") == "32");
   CHECK(map.at("detect_anomaly") == "false");
   CHECK(map.at("device") == "cpu");
-  CHECK(map.size() == 21);
+  CHECK(map.at("precision") == "fp32");
+  CHECK(map.size() == 22);
 }
 
 TEST_CASE("unigram_entropy is the entropy of the token frequencies", "[lm]") {

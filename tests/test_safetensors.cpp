@@ -233,6 +233,7 @@ TEST_CASE("safetensors loads a hand-built file with every loadable dtype", "[saf
   CHECK(t.at("f").to_vector<uint8_t>() == std::vector<uint8_t>{0, 1});
   CHECK(t.at("g").dtype() == kFloat32);
   CHECK(t.at("g").to_vector<float>() == std::vector<float>{1.0f, -2.0f, 0.333251953125f});
+  CHECK(t.at("h").dtype() == kBFloat16);  // BF16 loads as bfloat16, bit for bit
   CHECK(t.at("h").to_vector<float>() == std::vector<float>{1.0f, -3.0f});
   CHECK(t.at("z").shape() == Shape{2, 0});
 }

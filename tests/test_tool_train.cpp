@@ -14,6 +14,7 @@
 #include "lm/run_dir.h"
 #include "optim/checkpoint.h"
 #include "test_data_helpers.h"
+#include "tool_corpus.h"
 #include "tool_runner.h"
 #include "xml_check.h"
 
@@ -22,33 +23,6 @@ using namespace tapegrad::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-// The repository's corpus (corpus/tinystories_head.txt): its first ~120 KB of whole stories as
-// training text and the next ~20 KB as validation text.
-struct ToolData {
-  std::string train_txt, val_txt, tokenizer, train_bin, val_bin;
-};
-
-ToolData prepare_data(const ScratchDir& dir) {
-  const std::string corpus =
-      tapegrad::data::testing::read_all(std::string(TAPEGRAD_SOURCE_DIR) + "/corpus/tinystories_head.txt");
-  const std::string sep = "<|endoftext|>\n";
-  const size_t a = corpus.find(sep, 120000) + sep.size(), b = corpus.find(sep, a + 20000) + sep.size();
-  ToolData d{dir.file("train.txt"), dir.file("val.txt"), dir.file("tok"), dir.file("train.bin"), dir.file("val.bin")};
-  tapegrad::data::testing::write_all(d.train_txt, corpus.substr(0, a));
-  tapegrad::data::testing::write_all(d.val_txt, corpus.substr(a, b - a));
-  ToolResult r = run_tool({"tokenize", "train", "--input", d.train_txt, "--vocab-size", "512", "--out", d.tokenizer},
-                          dir.file("tokenize"));
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  for (const char* f : {"tokenizer.json", "vocab.json", "merges.txt"}) REQUIRE(fs::exists(fs::path(d.tokenizer) / f));
-  for (auto [txt, bin] : {std::pair{d.train_txt, d.train_bin}, std::pair{d.val_txt, d.val_bin}}) {
-    r = run_tool({"tokenize", "encode", "--tokenizer", d.tokenizer, "--input", txt, "--out", bin}, dir.file("encode"));
-    INFO(r.err);
-    REQUIRE(r.exit_code == 0);
-  }
-  return d;
-}
 
 // A micro model small enough for a step to take a few milliseconds on one thread.
 // The cosine ends at step 30 whatever --steps is, so that 20 steps + 10 resumed ones follow the same schedule.
@@ -63,12 +37,6 @@ bool same_bits(const tapegrad::Tensor& a, const tapegrad::Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
   const tapegrad::Tensor ca = a.contiguous(), cb = b.contiguous();
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), size_t(ca.numel()) * tapegrad::dtype_size(ca.dtype())) == 0;
-}
-
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  for (const std::string& line : lines_of(ToolProcess::slurp(path))) out.push_back(nlohmann::json::parse(line));
-  return out;
 }
 
 // Model tensors, optimizer state, step and RNG of two checkpoints are bitwise equal.
@@ -87,14 +55,6 @@ void require_same_checkpoint(const std::string& a, const std::string& b) {
     INFO(name);
     REQUIRE(same_bits(t, sb.at(name)));
   }
-}
-
-// The losses (train and validation) of a metrics.jsonl, by kind and step.
-std::vector<std::tuple<std::string, int64_t, double>> losses(const std::string& path) {
-  std::vector<std::tuple<std::string, int64_t, double>> out;
-  for (const auto& j : read_jsonl(path))
-    out.emplace_back(j["kind"], j["step"], j["kind"] == "train" ? j["loss"].get<double>() : j["val_loss"].get<double>());
-  return out;
 }
 
 }  // namespace

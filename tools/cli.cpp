@@ -97,6 +97,20 @@ lm::SamplerOptions sampling_options(const po::variables_map& vm) {
   return o;
 }
 
+void add_precision_option(po::options_description& opts, const char* what) {
+  opts.add_options()("precision", po::value<std::string>()->default_value("fp32"),
+                     fmt::format("what {} computes in: fp32; tf32 (float32, TF32 tensor-core matmuls on a GPU; "
+                                 "exactly fp32 on the CPU); bf16 (bf16 matmuls and attention, float32 weights, "
+                                 "norms and loss: docs/precision.md)", what)
+                         .c_str());
+}
+
+nn::Precision precision_flag(const po::variables_map& vm, Device device) {
+  const nn::Precision p = nn::parse_precision(vm["precision"].as<std::string>(), "--precision");
+  if (device.type == DeviceType::CUDA) kernels::set_cuda_allow_tf32(p == nn::Precision::TF32);
+  return p;
+}
+
 void set_threads(int n) {
   TG_CHECK(n >= 0, "--threads must be >= 0 (0: all cores), but is {}", n);
   if (n > 0) set_num_threads(n);

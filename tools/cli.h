@@ -16,6 +16,7 @@
 
 #include "kernels/dtype.h"
 #include "lm/sampler.h"
+#include "nn/precision.h"
 
 namespace tapegrad::lm {
 struct InferenceModel;
@@ -56,6 +57,12 @@ void move_to_device(lm::InferenceModel& model, Device device, const std::string&
 // what they say, validated (bad values are refused before a model is read).
 void add_sampling_options(po::options_description& opts);
 lm::SamplerOptions sampling_options(const po::variables_map& vm);
+
+// --precision fp32|tf32|bf16 (nn/precision.h), default fp32; `what` says what it applies to.
+void add_precision_option(po::options_description& opts, const char* what);
+// The --precision value; a bad one is refused naming the flag. On a CUDA device it also turns TF32 matmuls
+// on (tf32) or off (the others).
+nn::Precision precision_flag(const po::variables_map& vm, Device device);
 
 // Sets the CPU thread count when n > 0 (0 keeps OpenMP's default); throws on n < 0.
 void set_threads(int n);

@@ -54,11 +54,13 @@ int cmd_chat(Args args) {
       "device", po::value<std::string>()->default_value("cpu"), "where the model runs: cpu, cuda or cuda:N")(
       "threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
   add_sampling_options(opts);
+  add_precision_option(opts, "the model");
   po::variables_map vm;
   if (!parse(args, opts, vm, "tapegrad chat --checkpoint C [--system TEXT] [options]   (then one message per line)"))
     return 0;
   set_threads(vm["threads"].as<int>());
   const Device device = parse_device_flag(vm["device"].as<std::string>());
+  const nn::PrecisionGuard precision(precision_flag(vm, device));
 
   lm::ChatOptions o;
   o.sampling = sampling_options(vm);  // bad options are refused before the model is read

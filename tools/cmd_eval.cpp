@@ -36,10 +36,12 @@ int cmd_eval(Args args) {
       "context", po::value<int64_t>()->default_value(0), "window length (0: the model's context)")(
       "device", po::value<std::string>()->default_value("cpu"), "where the model runs: cpu, cuda or cuda:N")(
       "threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
+  add_precision_option(opts, "the model");
   po::variables_map vm;
   if (!parse(args, opts, vm, "tapegrad eval --checkpoint C (--data TOKENS.bin | --text FILE | --choices FILE.jsonl)")) return 0;
   set_threads(vm["threads"].as<int>());
   const Device device = parse_device_flag(vm["device"].as<std::string>());  // refused before any work
+  const nn::PrecisionGuard precision(precision_flag(vm, device));
   TG_CHECK(vm.count("data") + vm.count("text") + vm.count("choices") == 1,
            "give one of --data TOKENS.bin, --text FILE or --choices FILE.jsonl");
   TG_CHECK(!vm.count("held-out") || vm.count("text"), "--held-out goes with --text");

@@ -29,7 +29,8 @@ int export_hf(Args args) {
   const std::string given = positional.empty() ? "" : positional[0];
   po::options_description opts("tapegrad export hf options");
   opts.add_options()("out", po::value<std::string>()->required(), "the directory to write (config.json, model.safetensors, tokenizer.json)")(
-      "tokenizer", po::value<std::string>(), "tokenizer.json or folder to export (default: the run's tokenizer.json, if any)");
+      "tokenizer", po::value<std::string>(), "tokenizer.json or folder to export (default: the run's tokenizer.json, if any)")(
+      "dtype", po::value<std::string>(), "the weights' dtype in the files: the model's (default), or bfloat16 (half the bytes)");
   po::variables_map vm;
   if (!parse(args, opts, vm, usage + "\n  CHECKPOINT: a tapegrad checkpoint (.safetensors) of a TransformerLM, or a run directory")) return 0;
   TG_CHECK(!given.empty(), "export hf: expected CHECKPOINT (usage: {})", usage);
@@ -47,7 +48,14 @@ int export_hf(Args args) {
   if (bpe && (!override_path.empty() || (!run.empty() && std::filesystem::exists(std::filesystem::path(run) / "tokenizer.json"))))
     tok = lm::tokenizer_for_checkpoint(ck, checkpoint, override_path);
 
-  lm::export_hf_llama(*model, out);
+  std::optional<DType> weights;
+  if (vm.count("dtype")) {
+    const std::string d = vm["dtype"].as<std::string>();
+    TG_CHECK(d == "bfloat16" || d == "bf16" || d == dtype_name(model->config.dtype),
+             "--dtype: '{}' is not a dtype export hf writes (bfloat16, or the model's {})", d, model->config.dtype);
+    weights = d == "bfloat16" || d == "bf16" ? kBFloat16 : model->config.dtype;
+  }
+  lm::export_hf_llama(*model, out, weights);
   std::string tok_line = "  no tokenizer.json (the checkpoint's run has no byte-level BPE tokenizer.json)";
   if (tok) {
     const std::string path = (std::filesystem::path(out) / "tokenizer.json").string();

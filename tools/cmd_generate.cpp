@@ -51,11 +51,13 @@ int cmd_generate(Args args) {
       "device", po::value<std::string>()->default_value("cpu"), "where the model runs: cpu, cuda or cuda:N")(
       "threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
   add_sampling_options(opts);
+  add_precision_option(opts, "the model");
   po::variables_map vm;
   if (!parse(args, opts, vm, "tapegrad generate --checkpoint C [--prompt TEXT | --prompt-file F | < stdin] [options]"))
     return 0;
   set_threads(vm["threads"].as<int>());
   const Device device = parse_device_flag(vm["device"].as<std::string>());  // refused before any work
+  const nn::PrecisionGuard precision(precision_flag(vm, device));
 
   lm::GenerateOptions o;
   o.max_tokens = vm["max-tokens"].as<int64_t>();

@@ -211,6 +211,7 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
 int cmd_train(Args args) {
   po::options_description opts("tapegrad train options");
   add_options(opts);
+  add_precision_option(opts, "training");
   po::variables_map vm;
   if (!parse(args, opts, vm, kUsage)) return 0;
   if (!vm["distributed"].as<bool>()) return train(args, vm, nullptr);
@@ -418,6 +419,7 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   o.grad_clip = vm["grad-clip"].as<double>();
   o.seed = vm["seed"].as<uint64_t>();
   o.device = parse_device_flag(vm["device"].as<std::string>());
+  o.precision = precision_flag(vm, Device::cpu());  // the Trainer sets TF32 on a GPU
   o.out_dir = out;
   o.eval_every = vm["eval-every"].as<int64_t>();
   o.eval_batch_size = vm["eval-batch-size"].as<int64_t>();

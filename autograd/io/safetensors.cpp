@@ -205,7 +205,7 @@ const StDType* find_st_dtype(std::string_view name) {
   static constexpr StDType kTable[] = {
       {"F64", 8, true, DType::Float64},  {"F32", 4, true, DType::Float32},  {"I64", 8, true, DType::Int64},
       {"I32", 4, true, DType::Int32},    {"BOOL", 1, true, DType::Bool},    {"U8", 1, true, DType::Bool},
-      {"F16", 2, true, DType::Float32},  {"BF16", 2, true, DType::Float32}, {"I8", 1, false, DType::Int32},
+      {"F16", 2, true, DType::Float32},  {"BF16", 2, true, DType::BFloat16}, {"I8", 1, false, DType::Int32},
       {"I16", 2, false, DType::Int32},   {"U16", 2, false, DType::Int32},   {"U32", 4, false, DType::Int64},
       {"U64", 8, false, DType::Int64},   {"F8_E4M3", 1, false, DType::Float32},
       {"F8_E5M2", 1, false, DType::Float32}, {"F8_E8M0", 1, false, DType::Float32},
@@ -301,12 +301,11 @@ Tensor SafetensorsFile::load(const std::string& name) const {
         TG_CHECK(p[i] <= 1, "safetensors: '{}': tensor '{}' ({}): element {} is {}; only 0/1 are loaded (as bool)",
                  path_, name, e.dtype, i, static_cast<int>(p[i]));
     }
-  } else {  // F16 / BF16 → float32
+  } else {  // F16 → float32 (exact)
     std::vector<uint16_t> raw(static_cast<size_t>(e.numel()));
     read_exact(in, raw.data(), nbytes, data_start_ + e.begin, path_, what);
     float* out = t.data<float>();
-    const bool bf16 = e.dtype == "BF16";
-    for (size_t i = 0; i < raw.size(); ++i) out[i] = bf16 ? detail::bfloat16_to_float(raw[i]) : detail::half_to_float(raw[i]);
+    for (size_t i = 0; i < raw.size(); ++i) out[i] = detail::half_to_float(raw[i]);
   }
   return t;
 }

@@ -15,10 +15,11 @@
 //   BOOL → bool (every byte must be 0 or 1);
 //   U8   → bool when every byte is 0 or 1 (attention masks, e.g. the CS336 fixtures); a U8 tensor
 //          holding any other value is refused (tapegrad has no uint8 dtype);
-//   F16, BF16 → float32 (exact: every half/bfloat16 value, incl. inf/nan/subnormals, is a float32).
+//   BF16 → bfloat16 (the bits as they are);
+//   F16 → float32 (exact: every half value, incl. inf/nan/subnormals, is a float32).
 //   Other dtypes of the spec (I8, I16, U16, U32, U64, F8_*) are listed by SafetensorsFile but
 //   loading them throws; any other dtype string makes the header invalid.
-// On save: float32 → F32, float64 → F64, int32 → I32, int64 → I64, bool → BOOL.
+// On save: float32 → F32, float64 → F64, bfloat16 → BF16, int32 → I32, int64 → I64, bool → BOOL.
 //
 // Everything read is validated (header size and JSON, entry fields and types, dtype, shape, offsets
 // inside the data section without overlaps or gaps, byte size = numel × dtype size, duplicate keys);

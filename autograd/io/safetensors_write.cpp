@@ -23,6 +23,7 @@ const char* st_dtype_name(DType t) {
     case DType::Int32: return "I32";
     case DType::Int64: return "I64";
     case DType::Bool: return "BOOL";
+    case DType::BFloat16: return "BF16";
   }
   return "?";
 }

@@ -115,7 +115,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   const Tensor qb = rows_usable_by_blas(q), kb = rows_usable_by_blas(k), vb = rows_usable_by_blas(v);
   // out in [B, T, H, D] memory, seen as [B, H, T, D]: merging the heads afterwards is a view
   Tensor out = empty({B, T, H, D}, q.options()).transpose(1, 2);
-  Tensor lse = empty({B, H, T}, q.options());
+  Tensor lse = empty({B, H, T}, Options(detail::statistic_dtype(q.dtype())).device(q.device()));
   if (q.numel() > 0) backend_of(q).causal_attention(kview(out), kview(lse), kview(qb), kview(kb), kview(vb), scale);
   if (grad)
     record(op, {&q, &k, &v}, out,

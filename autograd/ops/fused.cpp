@@ -38,7 +38,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   const Shape rows{N, V};
   const Tensor x2 = logits.detach().reshape(rows);
   const Tensor t1 = targets.reshape({N});
-  Tensor loss = empty({}, logits.options());
+  Tensor loss = empty({}, Options(detail::statistic_dtype(logits.dtype())).device(logits.device()));
   Tensor lse = empty({N}, Options(kFloat64).device(logits.device()));
   // The kernel checks every target before it writes anything.
   backend_of(logits).cross_entropy(kview(loss), kview(lse), kview(x2), kview(t1), ignore_index);
@@ -73,7 +73,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   const Shape rows{R, C};
   const Tensor x2 = x.detach().reshape(rows);  // a view when the leading dims merge, else a copy
   Tensor y = empty_like(x);
-  Tensor rstd = empty({R}, x.options());
+  Tensor rstd = empty({R}, Options(detail::statistic_dtype(x.dtype())).device(x.device()));
   backend_of(x).rms_norm(kview_as(y, rows), kview(rstd), kview(x2), kview(weight), eps);
   if (needs_grad(x, weight))
     record(op, {&x, &weight}, y,

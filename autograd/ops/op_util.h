@@ -29,8 +29,12 @@ inline void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
            a.shape(), b.dtype(), b.shape());
 }
 inline void check_floating(const char* op, const Tensor& t) {
-  TG_CHECK(is_floating(t.dtype()), "{}: expected a float32 or float64 tensor, got {} {}", op, t.dtype(), t.shape());
+  TG_CHECK(is_floating(t.dtype()), "{}: expected a float32, float64 or bfloat16 tensor, got {} {}", op, t.dtype(),
+           t.shape());
 }
+// The dtype of a statistic an op keeps for its input dtype (a loss, RMSNorm's 1/rms, attention's
+// log-sum-exp): float32 for bfloat16 inputs (8 bits of mantissa would blur them), else the input's.
+inline DType statistic_dtype(DType t) { return t == DType::BFloat16 ? DType::Float32 : t; }
 inline void check_defined(const char* op, const Tensor& t) {
   TG_CHECK(t.defined(), "{}: the tensor is undefined (default-constructed)", op);
 }

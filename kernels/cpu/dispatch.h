@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/bfloat16.h"
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 
@@ -18,7 +19,8 @@ void dispatch_floating(DType t, const char* op, F&& f) {
   }
 }
 
-// Every dtype; Bool is visited as bool.
+// Every dtype that kernels compute in; Bool is visited as bool. BFloat16 is not one of them: the bf16
+// bridge (kernels/bf16_bridge.h) hands kernels float32 copies, so a bfloat16 view here is a bug.
 template <class F>
 void dispatch_all(DType t, F&& f) {
   switch (t) {
@@ -27,7 +29,17 @@ void dispatch_all(DType t, F&& f) {
     case DType::Int32: return f(int32_t{});
     case DType::Int64: return f(int64_t{});
     case DType::Bool: return f(bool{});
+    case DType::BFloat16: break;
   }
+  throw Error("internal: a bfloat16 view reached a float32 kernel past the bf16 bridge (kernels/bf16_bridge.h)");
+}
+
+// Every dtype including BFloat16 (visited as tapegrad::bfloat16): for fill and copy, the two kernels
+// that store bfloat16 themselves (copy is how the bridge converts).
+template <class F>
+void dispatch_storage(DType t, F&& f) {
+  if (t == DType::BFloat16) return f(bfloat16{});
+  dispatch_all(t, static_cast<F&&>(f));
 }
 
 // A fill value (a double) as element type T: nonzero → true for Bool, else a static_cast. Shared by
@@ -35,6 +47,7 @@ void dispatch_all(DType t, F&& f) {
 template <class T>
 T cast_scalar(double v) {
   if constexpr (std::is_same_v<T, bool>) return v != 0.0;
+  else if constexpr (std::is_same_v<T, bfloat16>) return bfloat16(static_cast<float>(v));
   else return static_cast<T>(v);
 }
 

@@ -48,7 +48,7 @@ void elementwise(const Shape& shape, const std::array<const TensorView*, 1 + siz
 }  // namespace
 
 void CpuBackend::fill(const TensorView& out, double value) {
-  dispatch_all(out.dtype, [&](auto t) {
+  dispatch_storage(out.dtype, [&](auto t) {
     using T = decltype(t);
     const T v = cast_scalar<T>(value);
     if (out.is_contiguous() && value == 0.0) {
@@ -67,9 +67,9 @@ void CpuBackend::fill(const TensorView& out, double value) {
 }
 
 void CpuBackend::copy(const TensorView& out, const TensorView& in) {
-  dispatch_all(out.dtype, [&](auto to) {
+  dispatch_storage(out.dtype, [&](auto to) {
     using TO = decltype(to);
-    dispatch_all(in.dtype, [&](auto ti) {
+    dispatch_storage(in.dtype, [&](auto ti) {
       using TI = decltype(ti);
       if constexpr (std::is_same_v<TO, TI>) {
         if (out.is_contiguous() && in.is_contiguous()) {
@@ -82,7 +82,9 @@ void CpuBackend::copy(const TensorView& out, const TensorView& in) {
         }
       }
       elementwise<TO, TI>(out.shape, {&out, &in}, [](TI x) {
-        if constexpr (std::is_same_v<TO, bool>) return x != TI(0);
+        if constexpr (std::is_same_v<TO, bool>) return static_cast<float>(x) != 0.0f;
+        else if constexpr (std::is_same_v<TO, bfloat16>) return bfloat16(static_cast<float>(x));
+        else if constexpr (std::is_same_v<TI, bfloat16>) return static_cast<TO>(static_cast<float>(x));
         else return static_cast<TO>(x);
       });
     });

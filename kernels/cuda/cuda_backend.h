@@ -43,6 +43,9 @@ class CudaBackend final : public Backend {
                         bool log) override;
 
   void matmul(const TensorView& out, const TensorView& a, const TensorView& b, bool accumulate) override;
+  // cuBLAS bf16 GEMM (tensor cores, float32 accumulation) under nvcc with the cuBLAS matmul; false in the
+  // emulated build and under TAPEGRAD_CUDA_MATMUL=simt (the bridge then runs the float32 SIMT kernel).
+  bool matmul_bf16_native(const TensorView& out, const TensorView& a, const TensorView& b, bool accumulate) override;
 
   void index_select(const TensorView& out, const TensorView& in, int dim, const TensorView& index) override;
   void index_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;

@@ -84,7 +84,9 @@ struct Constant {  // fill: out = v
 template <class TO, class TI>
 struct Convert {  // copy: out = TO(x); to Bool: x ≠ 0; float → int truncates toward zero
   __device__ TO operator()(TI x) const {
-    if constexpr (std::is_same_v<TO, bool>) return x != TI(0);
+    if constexpr (std::is_same_v<TO, bool>) return static_cast<float>(x) != 0.0f;
+    else if constexpr (std::is_same_v<TO, bfloat16>) return bfloat16(static_cast<float>(x));
+    else if constexpr (std::is_same_v<TI, bfloat16>) return static_cast<TO>(static_cast<float>(x));
     else return static_cast<TO>(x);
   }
 };
@@ -114,16 +116,16 @@ struct Select {  // where: out = c ? a : b
 }  // namespace
 
 void CudaBackend::fill(const TensorView& out, double value) {
-  cpu::dispatch_all(out.dtype, [&](auto t) {
+  cpu::dispatch_storage(out.dtype, [&](auto t) {
     using T = decltype(t);
     map<T>(Constant<T>{cpu::cast_scalar<T>(value)}, out);
   });
 }
 
 void CudaBackend::copy(const TensorView& out, const TensorView& in) {
-  cpu::dispatch_all(out.dtype, [&](auto to) {
+  cpu::dispatch_storage(out.dtype, [&](auto to) {
     using TO = decltype(to);
-    cpu::dispatch_all(in.dtype, [&](auto ti) {
+    cpu::dispatch_storage(in.dtype, [&](auto ti) {
       using TI = decltype(ti);
       if constexpr (std::is_same_v<TO, TI>) {
         if (out.is_contiguous() && in.is_contiguous()) {

@@ -189,8 +189,9 @@ void dispatch_addable(DType t, const char* op, F&& f) {
     case DType::Int32: return f(int32_t{});
     case DType::Int64: return f(int64_t{});
     case DType::Bool: break;
+    case DType::BFloat16: break;  // computed in float32 around this kernel (kernels/bf16_bridge.h)
   }
-  throw Error(fmt::format("{}: dtype bool is not supported", op));
+  throw Error(fmt::format("{}: dtype {} is not supported", op, t));
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// matmul.cu — CUDA matmul: out[..., M, N] (+)= a[..., M, K] @ b[..., K, N], float32 and float64.
+// matmul.cu — CUDA matmul: out[..., M, N] (+)= a[..., M, K] @ b[..., K, N], float32 and float64; bfloat16
+// through cuBLAS's bf16 GEMM (matmul_bf16_native; the SIMT path takes bf16 widened by the bf16 bridge).
 //
 // Two implementations behind CudaBackend::matmul (cuda_backend.h: set_matmul_impl):
 //
@@ -26,7 +27,9 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
+#include "kernels/bfloat16.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/indexer.h"
 #include "kernels/cuda/runtime.h"
@@ -253,10 +256,23 @@ cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cubl
   return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
                                    stride_c, count);
 }
+// bfloat16 in and out, float32 accumulation and scalars (tensor cores).
+cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                    int k, const float* alpha, const bfloat16* A, int lda, long long stride_a,
+                                    const bfloat16* B, int ldb, long long stride_b, const float* beta, bfloat16* C,
+                                    int ldc, long long stride_c, int count) {
+  return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, CUDA_R_16BF, lda, stride_a, B, CUDA_R_16BF, ldb,
+                                    stride_b, beta, C, CUDA_R_16BF, ldc, stride_c, count, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT);
+}
 template <class T>
 constexpr const char* gemm_name() {
-  return sizeof(T) == 4 ? "cublasSgemmStridedBatched" : "cublasDgemmStridedBatched";
+  if constexpr (std::is_same_v<T, bfloat16>) return "cublasGemmStridedBatchedEx (bf16)";
+  else return sizeof(T) == 4 ? "cublasSgemmStridedBatched" : "cublasDgemmStridedBatched";
 }
+// alpha and beta: float for bfloat16 (the compute type), else T.
+template <class T>
+using GemmScalar = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
 
 // How a rows×cols matrix with strides (rs, cs) goes to BLAS without a copy:
 //   row-major    [ld, 1] (ld ≥ cols)  or  column-major [1, ld] (ld ≥ rows); else it is packed.
@@ -351,8 +367,9 @@ bool cublas_matmul(CudaBackend& backend, Operand<T> out, Operand<const T> a, Ope
   }
 
   cublasHandle_t h = cublas_handle();
-  set_math_mode(h, sizeof(T) == 4 && g_allow_tf32.load() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
-  const T alpha = T(1), beta = accumulate ? T(1) : T(0);
+  set_math_mode(h, std::is_same_v<T, float> && g_allow_tf32.load() ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                   : CUBLAS_DEFAULT_MATH);
+  const GemmScalar<T> alpha(1), beta(accumulate ? 1 : 0);
 
   // Row-major output [ld, 1]: column-major Cᵀ (N×M) = Bᵀ·Aᵀ, where a row-major operand read
   // column-major is already its transpose (no flag) and a column-major one needs the flag.
@@ -451,6 +468,27 @@ MatmulImpl matmul_impl() {
   return MatmulImpl::Simt;
 #else
   return static_cast<MatmulImpl>(impl_setting().load());
+#endif
+}
+
+bool CudaBackend::matmul_bf16_native(const TensorView& out_v, const TensorView& a_v, const TensorView& b_v,
+                                     bool accumulate) {
+#if defined(TAPEGRAD_CUDA_EMULATED)
+  (void)out_v, (void)a_v, (void)b_v, (void)accumulate;
+  return false;
+#else
+  const int nd = out_v.ndim();
+  if (matmul_impl() != MatmulImpl::Cublas || nd < 2 || a_v.ndim() != nd || b_v.ndim() != nd) return false;
+  const int64_t M = out_v.shape[nd - 2], N = out_v.shape[nd - 1], K = a_v.shape[nd - 1];
+  TG_CHECK(a_v.shape[nd - 2] == M && b_v.shape[nd - 2] == K && b_v.shape[nd - 1] == N,
+           "matmul: shapes {} @ {} do not give {}", a_v.shape, b_v.shape, out_v.shape);
+  const Shape batch(out_v.shape.begin(), out_v.shape.end() - 2);
+  if (M == 0 || N == 0 || batch.numel() == 0) return true;
+  if (K == 0) return false;  // the bridge's float32 path writes the zeros
+  const Operand<bfloat16> out = operand_of<bfloat16>(out_v);
+  const Operand<const bfloat16> a = operand_of<const bfloat16>(a_v), b = operand_of<const bfloat16>(b_v);
+  if (output_shared(batch_indexer(batch, out, a, b))) return false;
+  return cublas_matmul<bfloat16>(*this, out, a, b, batch, M, N, K, accumulate);
 #endif
 }
 

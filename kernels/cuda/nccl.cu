@@ -1,7 +1,7 @@
-// nccl.cu — kernels/nccl.h on NCCL (TAPEGRAD_NCCL): communicator set-up, all-reduce and broadcast on
-// the CUDA backend's stream, and a synchronize that cannot hang (it polls cudaStreamQuery and
-// ncclCommGetAsyncError, and aborts the communicator after the timeout).
-#include "kernels/nccl.h"
+// nccl.cu — the CUDA plugin's NCCL communicator (TAPEGRAD_NCCL; kernels/cuda/nccl_comm.h, behind kernels/nccl.h):
+// set-up, all-reduce and broadcast on the CUDA backend's stream, and a synchronize that cannot hang (it polls
+// cudaStreamQuery and ncclCommGetAsyncError, and aborts the communicator after the timeout).
+#include "kernels/cuda/nccl_comm.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -13,7 +13,7 @@
 #include "kernels/cuda/runtime.h"
 #include "kernels/error.h"
 
-namespace tapegrad::kernels {
+namespace tapegrad::kernels::cuda {
 
 namespace {
 
@@ -34,13 +34,11 @@ ncclDataType_t nccl_type(DType d) {
 
 }  // namespace
 
-struct NcclComm::Impl {
+struct CudaNcclComm::Impl {
   ncclComm_t comm = nullptr;
   int rank = 0, size = 1;
   bool broken = false;
 };
-
-bool nccl_built() { return true; }
 
 NcclId nccl_unique_id() {
   ncclUniqueId id;
@@ -51,7 +49,7 @@ NcclId nccl_unique_id() {
   return out;
 }
 
-NcclComm::NcclComm(const NcclId& id, int rank, int world_size) : impl_(std::make_unique<Impl>()) {
+CudaNcclComm::CudaNcclComm(const NcclId& id, int rank, int world_size) : impl_(std::make_unique<Impl>()) {
   TG_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "nccl: rank {} of a world of size {}", rank,
            world_size);
   ncclUniqueId uid;
@@ -61,16 +59,16 @@ NcclComm::NcclComm(const NcclId& id, int rank, int world_size) : impl_(std::make
   impl_->size = world_size;
 }
 
-NcclComm::~NcclComm() {
+CudaNcclComm::~CudaNcclComm() {
   if (!impl_->comm) return;
   if (impl_->broken) ncclCommAbort(impl_->comm);
   else ncclCommDestroy(impl_->comm);
 }
 
-int NcclComm::rank() const { return impl_->rank; }
-int NcclComm::world_size() const { return impl_->size; }
+int CudaNcclComm::rank() const { return impl_->rank; }
+int CudaNcclComm::world_size() const { return impl_->size; }
 
-void NcclComm::all_reduce(void* data, int64_t count, DType dtype, bool mean) {
+void CudaNcclComm::all_reduce(void* data, int64_t count, DType dtype, bool mean) {
   TG_CHECK(!impl_->broken, "nccl: all_reduce after an earlier collective failed");
   TG_CHECK(!mean || dtype == DType::Float32 || dtype == DType::Float64, "nccl: the mean of a {} tensor", dtype);
   check_nccl(ncclAllReduce(data, data, size_t(count), nccl_type(dtype), mean ? ncclAvg : ncclSum, impl_->comm,
@@ -78,13 +76,13 @@ void NcclComm::all_reduce(void* data, int64_t count, DType dtype, bool mean) {
              "ncclAllReduce");
 }
 
-void NcclComm::broadcast(void* data, int64_t count, DType dtype, int root) {
+void CudaNcclComm::broadcast(void* data, int64_t count, DType dtype, int root) {
   TG_CHECK(!impl_->broken, "nccl: broadcast after an earlier collective failed");
   check_nccl(ncclBroadcast(data, data, size_t(count), nccl_type(dtype), root, impl_->comm, cuda::stream()),
              "ncclBroadcast");
 }
 
-void NcclComm::synchronize(double timeout_s, const char* op) {
+void CudaNcclComm::synchronize(double timeout_s, const char* op) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   for (int polls = 0;; ++polls) {
     const cudaError_t e = cudaStreamQuery(cuda::stream());
@@ -109,4 +107,4 @@ void NcclComm::synchronize(double timeout_s, const char* op) {
   }
 }
 
-}  // namespace tapegrad::kernels
+}  // namespace tapegrad::kernels::cuda

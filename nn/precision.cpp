@@ -1,0 +1,58 @@
+// precision.cpp — the mixed-precision policy table and the thread's active precision.
+#include "nn/precision.h"
+
+namespace tapegrad::nn {
+namespace {
+
+thread_local Precision g_precision = Precision::FP32;
+
+// Row: stage; column: the dtype under BF16. FP32 and TF32 compute every stage in float32.
+struct PolicyRow {
+  Stage stage;
+  DType under_bf16;
+};
+constexpr PolicyRow kPolicy[] = {
+    {Stage::Matmul, DType::BFloat16},   {Stage::Attention, DType::BFloat16}, {Stage::Residual, DType::Float32},
+    {Stage::Norm, DType::Float32},      {Stage::Embedding, DType::Float32},  {Stage::Loss, DType::Float32},
+};
+
+}  // namespace
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::FP32: return "fp32";
+    case Precision::TF32: return "tf32";
+    case Precision::BF16: return "bf16";
+  }
+  return "?";
+}
+
+Precision parse_precision(const std::string& s, const char* what) {
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16})
+    if (s == precision_name(p)) return p;
+  throw Error(fmt::format("{}: '{}' is not a precision (expected fp32, tf32 or bf16)", what, s));
+}
+
+Precision current_precision() { return g_precision; }
+
+PrecisionGuard::PrecisionGuard(Precision p) : previous_(g_precision) { g_precision = p; }
+PrecisionGuard::~PrecisionGuard() { g_precision = previous_; }
+
+DType stage_dtype(Stage stage) {
+  if (g_precision != Precision::BF16) return kFloat32;
+  for (const PolicyRow& row : kPolicy)
+    if (row.stage == stage) return row.under_bf16;
+  throw Error("precision: a stage without a row in the policy table (nn/precision.cpp)");
+}
+
+Tensor autocast(const Tensor& x, Stage stage) {
+  if (!x.defined() || x.dtype() != kFloat32) return x;
+  const DType want = stage_dtype(stage);
+  return want == kFloat32 ? x : x.to(want);
+}
+
+Tensor add_residual(const Tensor& x, const Tensor& branch) {
+  return x + (branch.dtype() == x.dtype() ? branch : branch.to(x.dtype()));
+}
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,60 @@
+// precision.h — mixed precision: the one table of which dtype each part of a model computes in.
+//
+//   nn::PrecisionGuard guard(nn::Precision::BF16);   // like torch.autocast(dtype=torch.bfloat16)
+//   Tensor loss = cross_entropy(model.forward(ids), targets);
+//   loss.backward();                                  // gradients reach the float32 parameters
+//
+// The parameters, their gradients and AdamW's state stay float32 (the "master weights"); only what a
+// stage computes in changes. Under Precision::BF16 (the policy table, precision.cpp):
+//   stage       computes in   what it means
+//   Matmul      bfloat16      Linear: input and weight rounded to bf16, float32 accumulation, bf16 out
+//   Attention   bfloat16      q·kᵀ and p·v on bf16 q, k, v; softmax statistics (lse) in float32
+//   Residual    float32       the residual stream x + f(x) (a bf16 branch output is widened before the add)
+//   Norm        float32       RMSNorm on the float32 residual (its 1/rms always float32)
+//   Embedding   float32       the rows of the float32 table
+//   Loss        float32       cross-entropy reads bf16 logits, its loss and log-sum-exp are float32
+// What a bf16 matmul saves for backward (its bf16 inputs) is half the bytes of float32.
+// Precision::TF32 computes everything in float32; on a GPU the matmuls may use TF32 tensor cores (10-bit
+// mantissa inputs, float32 accumulation). The CPU has no TF32: there it is exactly FP32.
+// Only float32 tensors are ever converted: float64 (gradcheck) passes every stage unchanged.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+
+namespace tapegrad::nn {
+
+enum class Precision : uint8_t { FP32, TF32, BF16 };
+const char* precision_name(Precision p);  // "fp32", "tf32", "bf16"
+// Parses a precision name; throws tapegrad::Error naming `what` (e.g. "--precision") otherwise.
+Precision parse_precision(const std::string& s, const char* what = "precision");
+
+enum class Stage : uint8_t { Matmul, Attention, Residual, Norm, Embedding, Loss };
+
+// The precision of this thread's forward passes: FP32 unless a PrecisionGuard is alive.
+Precision current_precision();
+
+// Sets this thread's precision for its lifetime (nests; restores the previous one).
+class PrecisionGuard {
+ public:
+  explicit PrecisionGuard(Precision p);
+  ~PrecisionGuard();
+  PrecisionGuard(const PrecisionGuard&) = delete;
+  PrecisionGuard& operator=(const PrecisionGuard&) = delete;
+
+ private:
+  Precision previous_;
+};
+
+// The dtype `stage` computes in for a float32 input under the current precision.
+DType stage_dtype(Stage stage);
+// x converted for `stage` (differentiable: the gradient converts back); x itself when nothing changes
+// (x is not float32, or the stage computes in float32).
+Tensor autocast(const Tensor& x, Stage stage);
+// The residual stream's add (Stage::Residual): x + branch, the branch widened to x's dtype first when it
+// came out of a bf16 stage. Under FP32 both are float32 and this is x + branch.
+Tensor add_residual(const Tensor& x, const Tensor& branch);
+
+}  // namespace tapegrad::nn
