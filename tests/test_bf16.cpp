@@ -16,16 +16,14 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <unistd.h>
 #include <vector>
 
 #include "autograd/io/safetensors.h"
 #include "autograd/tapegrad.h"
 #include "kernels/bfloat16.h"
+#include "test_data_helpers.h"
 
 using namespace tapegrad;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -80,21 +78,6 @@ Tensor bf16_from_bits(const std::vector<uint16_t>& bits, const Shape& shape) {
   for (size_t i = 0; i < bits.size(); ++i) t.data<bfloat16>()[i] = bfloat16::from_bits(bits[i]);
   return t;
 }
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / ("tg_bf16_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 }  // namespace
 
@@ -289,7 +272,7 @@ TEST_CASE("bf16: bfloat16 tensors require grad and receive bfloat16 gradients", 
 }
 
 TEST_CASE("bf16: safetensors saves bfloat16 as BF16 and loads it back bit for bit", "[bf16]") {
-  TempDir dir;
+  data::testing::ScratchDir dir("bf16_safetensors");
   const std::string path = dir.file("bf16.safetensors");
   // Every kind of value: normal, ±0, subnormal, the largest, ±inf, NaNs (the payload must survive too:
   // the file is storage, nothing is rounded).

@@ -30,6 +30,7 @@
 #include "kernels/backend.h"
 #include "nn/loss.h"
 #include "nn/transformer_lm.h"
+#include "tiny_lm_config.h"
 
 using namespace tapegrad;
 using gradcheck_samples::Inputs;
@@ -375,14 +376,7 @@ TEST_CASE("bf16 ops: the error measure flags a wrong result (so the suite can fa
 // A model whose parameters are bfloat16 (pure bf16, no float32 master weights). Measured: logits 0.65 % off
 // float32 norm-wise, loss within 1 %, parameter gradients 0.8–1.5 %; the bounds below keep a 2× margin.
 TEST_CASE("bf16 ops: a TransformerLM with bfloat16 parameters runs forward and backward close to float32", "[bf16]") {
-  nn::TransformerLMConfig c;
-  c.vocab_size = 64;
-  c.context_length = 16;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.d_ff = 64;
+  nn::TransformerLMConfig c = testing::tiny_gqa_lm();
   Generator gen(9);
   nn::TransformerLM m32(c, &gen);
   c.dtype = kBFloat16;

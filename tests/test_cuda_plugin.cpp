@@ -29,6 +29,7 @@
 #include "kernels/plugin_loader.h"
 #include "optim/adamw.h"
 #include "tests/child_process.h"
+#include "tests/sanitized.h"
 #include "tests/test_data_helpers.h"
 #include "tests/tool_runner.h"
 
@@ -41,17 +42,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using tapegrad::testing::kSanitized;
 
 constexpr long kInfoRssBoundKb = (kSanitized ? 192 : 48) * 1024;
 constexpr long kTrainRssBoundKb = (kSanitized ? 256 : 64) * 1024;

@@ -16,6 +16,7 @@
 
 #include "data/token_file.h"
 #include "lm/memory_estimate.h"
+#include "sanitized.h"
 #include "test_data_helpers.h"
 #include "tool_runner.h"
 
@@ -26,17 +27,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;  // shadow memory and quarantines: RSS says nothing about the estimate
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+// kSanitized (sanitized.h): shadow memory and quarantines: RSS says nothing about the estimate there.
+using tapegrad::testing::kSanitized;
 
 // Runs the tool (one thread) and returns its result and its own peak RSS (wait4: this child's rusage only).
 ToolResult run_tool_measured(const std::vector<std::string>& args, const std::string& log_prefix, uint64_t* peak_rss) {

@@ -9,6 +9,7 @@
 #include "nn/loss.h"
 #include "nn/precision.h"
 #include "nn/transformer_lm.h"
+#include "tiny_lm_config.h"
 
 using namespace tapegrad;
 using nn::Precision;
@@ -16,19 +17,6 @@ using nn::PrecisionGuard;
 using nn::Stage;
 
 namespace {
-
-nn::TransformerLMConfig small_lm(DType dtype = kFloat32) {
-  nn::TransformerLMConfig c;
-  c.vocab_size = 64;
-  c.context_length = 16;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.d_ff = 64;
-  c.dtype = dtype;
-  return c;
-}
 
 // ‖a − b‖ / ‖b‖ in float64.
 double relative_error(const Tensor& a, const Tensor& b) {
@@ -77,7 +65,7 @@ TEST_CASE("PrecisionGuard nests and restores, the policy table per stage", "[pre
 
 TEST_CASE("bf16 precision: bf16 matmuls, float32 residual, loss and gradients, close to float32", "[precision]") {
   Generator gen(7);
-  nn::TransformerLM model(small_lm(), &gen);
+  nn::TransformerLM model(tapegrad::testing::tiny_gqa_lm(), &gen);
   const Tensor ids = randint(0, 64, {2, 16}, kInt64, &gen);
   const Tensor targets = randint(0, 64, {2, 16}, kInt64, &gen);
 
@@ -111,7 +99,7 @@ TEST_CASE("bf16 precision: bf16 matmuls, float32 residual, loss and gradients, c
 
 TEST_CASE("bf16 precision leaves a float64 model exactly as it is", "[precision]") {
   Generator gen(3);
-  nn::TransformerLM model(small_lm(kFloat64), &gen);
+  nn::TransformerLM model(tapegrad::testing::tiny_gqa_lm(kFloat64), &gen);
   const Tensor ids = randint(0, 64, {1, 8}, kInt64, &gen);
   const Tensor plain = model.forward(ids);
   PrecisionGuard bf16(Precision::BF16);
@@ -122,7 +110,7 @@ TEST_CASE("bf16 precision leaves a float64 model exactly as it is", "[precision]
 
 TEST_CASE("bf16 precision: a KV cache made under it is bf16 and decoding matches the full forward", "[precision]") {
   Generator gen(11);
-  nn::TransformerLM model(small_lm(), &gen);
+  nn::TransformerLM model(tapegrad::testing::tiny_gqa_lm(), &gen);
   const Tensor ids = randint(0, 64, {1, 10}, kInt64, &gen);
   PrecisionGuard bf16(Precision::BF16);
   nn::KVCache cache(model.config, 1);

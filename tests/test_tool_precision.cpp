@@ -7,24 +7,13 @@
 #include <filesystem>
 
 #include "optim/checkpoint.h"
+#include "sanitized.h"
 #include "tool_corpus.h"
 
 using tapegrad::data::testing::ScratchDir;
 using namespace tapegrad::testing;
 
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
 
 // The main job's model (scripts/run.sh: d_model 128, 4 layers, context 128, batch 16, lr 3e-3) on the test
 // corpus for 80 steps (~1 minute for both runs on one thread); under a sanitizer a 64-wide one (same checks).

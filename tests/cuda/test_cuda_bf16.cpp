@@ -20,6 +20,7 @@
 #include "nn/loss.h"
 #include "nn/transformer_lm.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/tiny_lm_config.h"
 
 using namespace tapegrad;
 using namespace tapegrad::cuda_test;
@@ -363,15 +364,7 @@ TEST_CASE("bf16: the bit-level comparison notices a one-ulp difference where bit
 }
 
 TEST_CASE("bf16: a bfloat16 TransformerLM's forward and backward on cuda:0 match the CPU", "[cuda][bf16]") {
-  nn::TransformerLMConfig c;
-  c.vocab_size = 64;
-  c.context_length = 16;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.d_ff = 64;
-  c.dtype = kBFloat16;
+  const nn::TransformerLMConfig c = testing::tiny_gqa_lm(kBFloat16);
   Generator gen(17);
   nn::TransformerLM cpu_model(c, &gen), gpu_model(c, &gen);
   gpu_model.load_state_dict(cpu_model.state_dict());
