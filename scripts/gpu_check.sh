@@ -88,7 +88,10 @@ if [[ $mode == bf16 ]]; then
     peer=.gpudeps/torch_lm_modern.py
     [[ -f "$peer" ]] && PYTHONUNBUFFERED=1 step "pytorch" 300 "${py_env[@]}" python3 "$peer" \
       --configs tiny,tinyB64,gpt2s --modes tf32,bf16,bf16c --gen 256
-  } 2>&1 | tee "$out/bench.log" | grep -E "RESULT|== |step time|of which" | tail -40
+    # llm.c (gpt2s's twin: GPT-2 124M, B16 T1024, bf16, no cuDNN), prebuilt by gpu_deps.sh --prebuilt.
+    [[ -x $bin/train_gpt2cu ]] && step "llm.c" 120 $bin/train_gpt2cu -i .gpudeps/llmc_data/ts_train.bin \
+      -j .gpudeps/llmc_data/ts_val.bin -e d12 -b 16 -t 1024 -d 16384 -x 40 -v 20 -s 0 -o none
+  } 2>&1 | tee "$out/bench.log" | grep -E "RESULT|== |step time|of which|step +40/" | tail -40
   if [[ -x $bin/tapegrad ]]; then
     tool=$bin/tapegrad; corpus=corpus/tinystories_head.txt
     {

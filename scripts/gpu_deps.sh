@@ -41,6 +41,23 @@ if [[ $prebuilt == 1 ]]; then
              build-gpu/kernels/libtapegrad_cuda.so; do
     strip -o ".gpudeps/bin/$(basename $exe)" "$exe" && xz -T0 -6 ".gpudeps/bin/$(basename $exe)"
   done
+  # llm.c's GPU trainer (the peer of issue 23's benchmark), built here for sm_90 without MPI, NCCL or cuDNN.
+  # It links libnvidia-ml (the driver's: on the GPU machine, not here): against a stand-in with its soname.
+  if [[ -d $shared/bench/peers/llmc ]]; then
+    rm -rf build-gpu/llmc && cp -r $shared/bench/peers/llmc build-gpu/llmc && mkdir -p build-gpu/nvml
+    printf '%s\n' 'int nvmlInit_v2(void){return 999;} const char* nvmlErrorString(int r){(void)r;return "";}' \
+      'int nvmlDeviceGetHandleByIndex_v2(){return 999;} int nvmlDeviceGetClockInfo(){return 999;}' \
+      'int nvmlDeviceGetCurrentClocksThrottleReasons(){return 999;} int nvmlDeviceGetFanSpeed(){return 999;}' \
+      'int nvmlDeviceGetMaxClockInfo(){return 999;} int nvmlDeviceGetPowerManagementLimit(){return 999;}' \
+      'int nvmlDeviceGetPowerUsage(){return 999;} int nvmlDeviceGetSamples(){return 999;}' \
+      'int nvmlDeviceGetTemperature(){return 999;} int nvmlDeviceGetTemperatureThreshold(){return 999;}' \
+      > build-gpu/nvml/stub.c
+    gcc -shared -fPIC -w -o build-gpu/nvml/libnvidia-ml.so -Wl,-soname,libnvidia-ml.so.1 build-gpu/nvml/stub.c
+    make -C build-gpu/llmc train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=0 GPU_COMPUTE_CAPABILITY=90 \
+      NVCC_LDFLAGS="-lcublas -lcublasLt -lnvidia-ml -L$PWD/build-gpu/nvml" >/dev/null
+    strip -o .gpudeps/bin/train_gpt2cu build-gpu/llmc/train_gpt2cu && xz -T0 -6 .gpudeps/bin/train_gpt2cu
+    mkdir -p .gpudeps/llmc_data && cp build-gpu/llmc/data/ts_*.bin .gpudeps/llmc_data/
+  fi
   # Where those binaries look for ../shared (TAPEGRAD_SHARED_DIR): gpu_check.sh links it there.
   echo "$PWD/../shared" > .gpudeps/shared_dir
 fi
