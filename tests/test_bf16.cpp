@@ -20,10 +20,12 @@
 
 #include "autograd/io/safetensors.h"
 #include "autograd/tapegrad.h"
+#include "bf16_bits.h"
 #include "kernels/bfloat16.h"
 #include "test_data_helpers.h"
 
 using namespace tapegrad;
+using testing::bits_of;
 
 namespace {
 
@@ -61,15 +63,6 @@ bool is_nan_bits(uint32_t bits) { return (bits & 0x7FFFFFFFu) > 0x7F800000u; }
 // The low halves combined with every high half: exact ties, their neighbours, the ends, and a few others.
 constexpr uint32_t kLowHalves[] = {0x0000, 0x0001, 0x3FFF, 0x4000, 0x7FFE, 0x7FFF, 0x8000,
                                    0x8001, 0x8002, 0xBFFF, 0xC000, 0xFFFE, 0xFFFF, 0x1234};
-
-// A bfloat16 tensor's raw bits (CPU, any layout).
-std::vector<uint16_t> bits_of(const Tensor& t) {
-  REQUIRE(t.dtype() == kBFloat16);
-  const Tensor c = t.to(kCPU).contiguous();
-  std::vector<uint16_t> out(static_cast<size_t>(c.numel()));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = c.data<bfloat16>()[i].bits;
-  return out;
-}
 
 // A CPU bfloat16 tensor holding the given bit patterns.
 Tensor bf16_from_bits(const std::vector<uint16_t>& bits, const Shape& shape) {

@@ -26,6 +26,7 @@
 
 #include "autograd/ops/op_util.h"
 #include "autograd/tapegrad.h"
+#include "bf16_bits.h"
 #include "gradcheck_samples.h"
 #include "kernels/backend.h"
 #include "nn/loss.h"
@@ -33,6 +34,7 @@
 #include "tiny_lm_config.h"
 
 using namespace tapegrad;
+using testing::bits_of;
 using gradcheck_samples::Inputs;
 using gradcheck_samples::Sample;
 
@@ -164,14 +166,6 @@ Error2 relative_errors(const Tensor& a, const Tensor& b) { return relative_error
 std::map<std::string, double>& worst_seen() {
   static std::map<std::string, double> w;
   return w;
-}
-
-std::vector<uint16_t> bits_of(const Tensor& t) {
-  REQUIRE(t.dtype() == kBFloat16);
-  const Tensor c = t.to(kCPU).contiguous();
-  std::vector<uint16_t> out(static_cast<size_t>(c.numel()));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = c.data<bfloat16>()[i].bits;
-  return out;
 }
 
 // Random bfloat16-exact values: N(0, 1) (or U[lo, hi)) rounded to bfloat16, as a tensor of `dtype`.
