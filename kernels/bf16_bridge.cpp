@@ -273,11 +273,17 @@ class Bf16Bridge final : public Backend {
 }  // namespace
 
 Backend& bf16_bridge(Backend& inner) {
+  // kernels::backend() calls this for every op on a GPU: the last answer of this thread is kept, so the
+  // lock is taken once per thread and device (bridges live as long as the process).
+  thread_local Backend* last_inner = nullptr;
+  thread_local Backend* last_bridge = nullptr;
+  if (&inner == last_inner) return *last_bridge;
   static std::mutex mutex;
   static std::map<Backend*, std::unique_ptr<Bf16Bridge>> bridges;
   std::lock_guard<std::mutex> lock(mutex);
   std::unique_ptr<Bf16Bridge>& b = bridges[&inner];
   if (!b) b = std::make_unique<Bf16Bridge>(inner);
+  last_inner = &inner, last_bridge = b.get();
   return *b;
 }
 

@@ -82,7 +82,7 @@ void CpuBackend::copy(const TensorView& out, const TensorView& in) {
         }
       }
       elementwise<TO, TI>(out.shape, {&out, &in}, [](TI x) {
-        if constexpr (std::is_same_v<TO, bool>) return static_cast<float>(x) != 0.0f;
+        if constexpr (std::is_same_v<TO, bool>) return x != TI(0);  // bfloat16: compared as float
         else if constexpr (std::is_same_v<TO, bfloat16>) return bfloat16(static_cast<float>(x));
         else if constexpr (std::is_same_v<TI, bfloat16>) return static_cast<TO>(static_cast<float>(x));
         else return static_cast<TO>(x);

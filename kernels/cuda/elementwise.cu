@@ -84,7 +84,7 @@ struct Constant {  // fill: out = v
 template <class TO, class TI>
 struct Convert {  // copy: out = TO(x); to Bool: x ≠ 0; float → int truncates toward zero
   __device__ TO operator()(TI x) const {
-    if constexpr (std::is_same_v<TO, bool>) return static_cast<float>(x) != 0.0f;
+    if constexpr (std::is_same_v<TO, bool>) return x != TI(0);  // bfloat16: compared as float
     else if constexpr (std::is_same_v<TO, bfloat16>) return bfloat16(static_cast<float>(x));
     else if constexpr (std::is_same_v<TI, bfloat16>) return static_cast<TO>(static_cast<float>(x));
     else return static_cast<TO>(x);
