@@ -177,6 +177,18 @@ void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_av
 // The same for several parameters with one set of hyperparameters and one step, all on one device:
 // {param, grad, exp_avg, exp_avg_sq} each. The same bits as adamw_update_ on each; one launch on a GPU.
 void adamw_update_many_(const std::vector<std::array<Tensor, 4>>& tensors, const AdamWHyper& hyper, int64_t step);
+// The scalars of one such step, {lr, β1, β2, ε, λ, 1 − β1^t, 1 − β2^t}, as a float64 tensor [7] on the host: what
+// adamw_update_many_from_device_ reads.
+Tensor adamw_step_scalars(const AdamWHyper& hyper, int64_t step);
+// adamw_update_many_ with the step's scalars (adamw_step_scalars, copied to a float64 [7] tensor on the tensors'
+// device) read when the kernel runs, not when it is queued: a captured step (kernels/device_graph.h) replays
+// with each step's lr and t. The same bits as adamw_update_many_. Throws where the backend has no such kernel
+// (the CPU) or the tensors are not contiguous float32/float64 of one dtype.
+void adamw_update_many_from_device_(const std::vector<std::array<Tensor, 4>>& tensors, const Tensor& scalars);
+// Gradient clipping by the global L2 norm in one pass over all of `grads` (one device, one dtype, contiguous),
+// where the backend has kernels for it (the GPU): returns n = √(Σ g²) (0-d float64, g² summed in float64) after
+// g ← g·(max_norm/(n + 1e-6)) when max_norm < n < ∞; an undefined tensor (nothing done) where it has none.
+Tensor clip_grad_norm_many_(const std::vector<Tensor>& grads, double max_norm);
 
 // ---- threads ----
 void set_num_threads(int n);

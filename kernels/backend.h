@@ -10,9 +10,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "kernels/device_graph.h"
 #include "kernels/dtype.h"
 #include "kernels/shape.h"
 
@@ -84,6 +86,16 @@ struct AdamWTensors {
   TensorView param, grad, exp_avg, exp_avg_sq;
 };
 
+// The Backend functions that take bfloat16 tensors through the bf16 bridge (kernels/bf16_bridge.h), for
+// Backend::native_bf16 and the bridge's counters. fill and copy are not listed: every backend stores
+// bfloat16 in them itself. Matmul is asked per call instead (Backend::matmul_bf16_native).
+enum class BackendFunction : uint8_t {
+  Unary, UnaryBackward, Binary, Where, Reduce, MaxAlong, Softmax, SoftmaxBackward, Matmul,
+  IndexSelect, IndexAdd, Gather, ScatterAdd, CrossEntropy, CrossEntropyBackward, RmsNorm, RmsNormBackward,
+  Swiglu, SwigluBackward, Rope, CausalAttention, CausalAttentionBackward, AdamW,
+};
+inline constexpr int kBackendFunctionCount = static_cast<int>(BackendFunction::AdamW) + 1;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -133,6 +145,16 @@ class Backend {
   // (kernels/bf16_bridge.h) widens to float32 around matmul() instead.
   virtual bool matmul_bf16_native(const TensorView& out, const TensorView& a, const TensorView& b, bool accumulate) {
     (void)out, (void)a, (void)b, (void)accumulate;
+    return false;
+  }
+  // True when this backend's own kernel of `f` takes bfloat16 tensors: it reads and writes bfloat16 storage,
+  // computes in float32 inside and rounds each output once — the same values as the bridge's widen / float32
+  // kernel / round, without the passes. The bf16 bridge then hands it every call of `f` whose operands are
+  // bfloat16 where the function takes bfloat16 (its statistics — cross-entropy's loss and grad_loss,
+  // RMSNorm's rstd — float32, cross-entropy's lse float64); a call mixing bfloat16 with float32 operands
+  // is widened as before. Default: none (the CPU, the oracle, is always bridged).
+  virtual bool native_bf16(BackendFunction f) const {
+    (void)f;
     return false;
   }
 
@@ -203,7 +225,53 @@ class Backend {
   virtual void adamw_update_many(const std::vector<AdamWTensors>& tensors, const AdamWStep& step) {
     for (const AdamWTensors& t : tensors) adamw_update(t.param, t.grad, t.exp_avg, t.exp_avg_sq, step);
   }
+  // Gradient clipping by the global L2 norm over all of `grads` (contiguous, one dtype), when this backend has
+  // kernels that take them all at once (the GPU: three launches for any number of parameters):
+  //   norm (0-d Float64) = √(Σ_tensors Σ g²) with g² summed in float64;
+  //   when max_norm < norm < ∞: g ← g·(max_norm/(norm + 1e-6)), the factor rounded to g's dtype first.
+  // false: nothing was done, and optim::clip_grad_norm_tensor composes it from the functions above.
+  virtual bool clip_grad_norm_native(const TensorView& norm, const std::vector<TensorView>& grads, double max_norm) {
+    (void)norm, (void)grads, (void)max_norm;
+    return false;
+  }
+  // adamw_update_many with the step's scalars read from device memory when the kernel runs, not when it is
+  // queued, so a captured step replays with each step's lr and t: `step` is a contiguous Float64 tensor [7]
+  // on this device holding {lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2}
+  // (AdamWStep's order). The same bits as adamw_update_many. false: nothing was done (no such kernel here,
+  // or tensors that are not contiguous float32/float64 of one dtype).
+  virtual bool adamw_update_many_from_device(const std::vector<AdamWTensors>& tensors, const TensorView& step) {
+    (void)tensors, (void)step;
+    return false;
+  }
+
+  // ---- capture (kernels/device_graph.h: capture_device_work) ----
+  // Starts recording this backend's device work into a graph: until end_capture() kernels and stream copies
+  // are recorded, not run, and allocations come from the graph's private pool. false: this backend cannot
+  // capture (the CPU: its work runs at once); nothing changed.
+  virtual bool begin_capture() { return false; }
+  // Ends the capture begun by begin_capture() and returns its graph (throws when none is in progress).
+  virtual std::unique_ptr<DeviceGraph> end_capture() {
+    throw Error(fmt::format("end_capture: {} has no capture in progress (it cannot capture)", device().str()));
+  }
 };
+
+// Captures the device work `work` queues on `backend` into a graph; nullptr (and `work` not run) when the
+// backend cannot capture (the CPU). If `work` throws, the capture is ended, its partial graph discarded and
+// the exception passed on: the backend is usable after.
+template <class Work>
+std::unique_ptr<DeviceGraph> capture_device_work(Backend& backend, Work&& work) {
+  if (!backend.begin_capture()) return nullptr;
+  try {
+    work();
+  } catch (...) {
+    try {
+      backend.end_capture();
+    } catch (...) {  // the first error is the one to report
+    }
+    throw;
+  }
+  return backend.end_capture();
+}
 
 // The backend of a device; throws tapegrad::Error when this build or machine has none. The CUDA backend is a
 // plugin (libtapegrad_cuda.so) opened on the first call for a CUDA device (kernels/plugin_loader.h).

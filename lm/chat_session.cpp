@@ -9,6 +9,7 @@
 
 #include "autograd/tapegrad.h"
 #include "lm/generate.h"
+#include "nn/precision.h"
 
 namespace tapegrad::lm {
 
@@ -98,6 +99,7 @@ ChatReply ChatSession::reply_unguarded(std::vector<uint32_t> current,
   const int64_t context = cache_.capacity();
   const Device device = model_.device();
   NoGradGuard no_grad;
+  nn::CastCacheGuard cast_cache;  // bf16 copies of the weights kept between decode steps (nn/precision.h)
   ChatReply r;
   auto t0 = Clock::now();
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "nn/loss.h"
+#include "nn/precision.h"
 
 namespace tapegrad::lm {
 
@@ -18,6 +19,7 @@ EvalResult evaluate(const nn::TransformerLM& model, const data::TokenSource& dat
   TG_CHECK(data.size() >= uint64_t(context) + 1,
            "evaluate: the data holds {} tokens, fewer than one window of context {} + 1", data.size(), context);
   NoGradGuard no_grad;
+  nn::CastCacheGuard cast_cache;  // bf16 copies of the weights kept across the batches (nn/precision.h)
   const Device device = model.device();  // batches go where the model is
   const data::SequentialBatches batches(data, batch_size, context);
   double total = 0;  // Σ over tokens of −log p, accumulated in double

@@ -6,6 +6,7 @@
 
 #include "autograd/tapegrad.h"
 #include "nn/kv_cache.h"
+#include "nn/precision.h"
 
 namespace tapegrad::lm {
 
@@ -66,6 +67,7 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
   check_generate_request(model, prompt, o);
   const int64_t context = model.config.context_length;
   NoGradGuard no_grad;
+  nn::CastCacheGuard cast_cache;  // bf16 copies of the weights kept between decode steps (nn/precision.h)
   Sampler sampler(o.sampling, o.seed);
   const Device device = model.device();
   nn::KVCache cache(model.config, 1, 0, device);

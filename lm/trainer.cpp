@@ -11,6 +11,7 @@
 #include "lm/loss_plot.h"
 #include "data/file_io.h"
 #include "kernels/backend.h"
+#include "kernels/device_graph.h"
 #include "lm/run_dir.h"
 #include "lm/sft_eval.h"
 #include "nn/loss.h"
@@ -84,7 +85,13 @@ std::map<std::string, std::string> TrainOptions::to_map() const {
           {"eval_every", exact(eval_every)},   {"eval_batch_size", exact(eval_batch_size)},
           {"checkpoint_every", exact(checkpoint_every)}, {"keep_last", exact(keep_last)},
           {"log_every", exact(log_every)},     {"detect_anomaly", detect_anomaly ? "true" : "false"},
-          {"device", device.str()},            {"precision", nn::precision_name(precision)}};
+          {"device", device.str()},            {"precision", nn::precision_name(precision)},
+          {"cuda_graph", cuda_graph ? "on" : "off"}};
+}
+
+bool parse_cuda_graph_flag(const std::string& value) {
+  TG_CHECK(value == "on" || value == "off", "--cuda-graph must be on or off, but is '{}'", value);
+  return value == "on";
 }
 
 void TrainOptions::validate() const {
@@ -111,6 +118,12 @@ void TrainOptions::validate() const {
   TG_CHECK(eval_batch_size >= 0, "--eval-batch-size must be >= 0 (0: the batch size), but is {}", eval_batch_size);
   TG_CHECK(checkpoint_every >= 0, "--checkpoint-every must be >= 0 (0: only at the end), but is {}", checkpoint_every);
   TG_CHECK(log_every >= 1, "--log-every must be at least 1, but is {}", log_every);
+  TG_CHECK(!cuda_graph || device.type == DeviceType::CUDA,
+           "--cuda-graph on needs --device cuda (CUDA graphs replay GPU work; --device {} runs each step eagerly)",
+           device.str());
+  TG_CHECK(!cuda_graph || !detect_anomaly,
+           "--cuda-graph on cannot be combined with --detect-anomaly (it reads every op's output on the host, which a "
+           "captured step cannot)");
 }
 
 uint64_t max_token_id_plus_one(const data::TokenSource& data) {
@@ -126,6 +139,10 @@ void Trainer::check_options_and_ranks() {
            "--batch-size {} (the global batch) must be a multiple of the {} ranks: each takes an equal slice",
            options_.batch_size, ranks);
   writes_files_ = !options_.out_dir.empty() && comm_->rank() == 0;
+  TG_CHECK(!options_.cuda_graph || ranks == 1,
+           "--cuda-graph on: data-parallel training ({} ranks) is not captured (the gradients' all-reduce runs "
+           "between backward's kernels); use --cuda-graph off",
+           ranks);
 }
 
 Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, data::TokenSource train,
@@ -163,6 +180,9 @@ Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, Sf
       data_gen_(data_seed(options_.seed)),
       comm_(comm ? std::move(comm) : std::make_shared<dist::SingleProcess>()) {
   check_options_and_ranks();
+  TG_CHECK(!options_.cuda_graph,
+           "--cuda-graph on: --sft pads each batch to its longest example, so the step's shapes change from step to "
+           "step and cannot be replayed; use --cuda-graph off");
   TG_CHECK(!sft_->train.empty(), "--sft: there are no training examples");
   TG_CHECK(int64_t(sft_->pad_id) < config.vocab_size, "the padding id {} is outside the model's vocabulary of {}",
            sft_->pad_id, config.vocab_size);
@@ -205,6 +225,15 @@ void Trainer::build_model(const nn::TransformerLMConfig& config) {
     prepare_run_dir(options_.out_dir);
   }
 }
+
+// --cuda-graph: the captured step (see trainer.h) and the device tensors it reads and writes.
+struct Trainer::CapturedStep {
+  std::vector<Tensor> inputs, targets;  // one micro-batch each, on the device: each step's batch is copied in
+  Tensor values;                        // float64 [grad_accum + 1] on the device: the losses, then the norm
+  std::unique_ptr<kernels::DeviceGraph> forward_backward;  // zero_grad, forward, backward, clipping
+  std::unique_ptr<kernels::DeviceGraph> update;            // AdamW, its scalars read from the device
+  uint64_t update_runs_version = 0;  // optimizer_->device_runs_version() when `update` was captured
+};
 
 Trainer::~Trainer() = default;
 
@@ -277,6 +306,7 @@ std::string Trainer::first_nonfinite_gradient() const {
 }
 
 StepStats Trainer::train_step() {
+  if (options_.cuda_graph && eager_steps_ >= kCudaGraphWarmupSteps) return graph_step();
   const auto t0 = Clock::now();
   const nn::TransformerLMConfig& c = model_->config;
   const int64_t cosine = options_.cosine_steps > 0 ? options_.cosine_steps : options_.steps;
@@ -341,6 +371,13 @@ StepStats Trainer::train_step() {
     comm_->all_reduce(all, dist::ReduceOp::Mean);
     losses = all.to_vector<double>();
   }
+  StepStats s = finish_step(losses, norm, lr, step_tokens, t0, [&] { optimizer_->step(); });
+  ++eager_steps_;
+  return s;
+}
+
+StepStats Trainer::finish_step(const std::vector<double>& losses, double norm, double lr, uint64_t step_tokens,
+                               Clock::time_point t0, const std::function<void()>& update) {
   double loss_sum = 0;
   std::string bad_loss;  // "the loss is nan (micro-batch 0)" when a loss is not finite
   for (size_t micro = 0; micro < losses.size(); ++micro) {
@@ -359,7 +396,7 @@ StepStats Trainer::train_step() {
                                     name.empty() ? "(none)" : name));
   }
   optimizer_->set_lr(lr);  // every group
-  optimizer_->step();
+  update();
   ++step_;
   tokens_ += step_tokens;
   StepStats s;
@@ -372,6 +409,74 @@ StepStats Trainer::train_step() {
   s.step_seconds = seconds_since(t0);
   s.tokens_per_s = double(step_tokens) / s.step_seconds;
   return s;
+}
+
+StepStats Trainer::graph_step() {
+  const auto t0 = Clock::now();
+  const nn::TransformerLMConfig& c = model_->config;
+  const int64_t cosine = options_.cosine_steps > 0 ? options_.cosine_steps : options_.steps;
+  const double lr = optim::cosine_lr(step_, options_.lr, options_.min_lr, options_.warmup_steps, cosine);
+  const double max_norm = options_.grad_clip > 0 ? options_.grad_clip : std::numeric_limits<double>::max();
+  nn::PrecisionGuard precision(options_.precision);
+  kernels::Backend& backend = kernels::backend(options_.device);
+  // The micro-batches, drawn as the eager step draws them, copied into the tensors the graph reads.
+  const bool first = captured_ == nullptr;
+  if (first) captured_ = std::make_unique<CapturedStep>();
+  CapturedStep& cs = *captured_;
+  uint64_t step_tokens = 0;
+  for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
+    const data::Batch b = data::get_batch(*train_, options_.batch_size, c.context_length, data_gen_);
+    step_tokens += uint64_t(options_.batch_size * c.context_length);
+    if (first) {
+      cs.inputs.push_back(b.inputs.to(options_.device));
+      cs.targets.push_back(b.targets.to(options_.device));
+    } else {
+      cs.inputs[size_t(micro)].copy_(b.inputs);
+      cs.targets[size_t(micro)].copy_(b.targets);
+    }
+  }
+  auto refused = [](const char* what, const Error& e) {
+    return Error(fmt::format("--cuda-graph on: {} cannot be captured as a CUDA graph: {}", what, e.what()));
+  };
+  if (first) {  // graph 1: the same operations as the eager step's, on the captured inputs
+    try {
+      cs.forward_backward = kernels::capture_device_work(backend, [&] {
+        optimizer_->zero_grad();
+        std::vector<Tensor> values;
+        for (size_t micro = 0; micro < cs.inputs.size(); ++micro) {
+          Tensor loss = nn::cross_entropy(model_->forward(cs.inputs[micro]), cs.targets[micro]);
+          values.push_back(loss.detach().to(kFloat64).reshape({1}));
+          (options_.grad_accum > 1 ? loss * (1.0 / double(options_.grad_accum)) : loss).backward();
+        }
+        const Tensor n = optim::clip_grad_norm_tensor(optimizer_->params(), max_norm);
+        values.push_back(n.defined() ? n.reshape({1}) : zeros({1}, Options(kFloat64).device(options_.device)));
+        cs.values = cat(values, 0);
+      });
+    } catch (const Error& e) {
+      captured_.reset();
+      throw refused("the forward and backward pass", e);
+    }
+    TG_CHECK(cs.forward_backward != nullptr, "--cuda-graph on: the backend of {} cannot capture CUDA graphs",
+             options_.device.str());
+  }
+  cs.forward_backward->replay();
+  std::vector<double> losses = cs.values.to_vector<double>();  // the step's one synchronisation
+  const double norm = losses.back();
+  losses.pop_back();
+  return finish_step(losses, norm, lr, step_tokens, t0, [&] {
+    // graph 2: AdamW with this step's scalars (written to the device now), captured when its runs are new
+    optimizer_->prepare_device_step();
+    if (cs.update == nullptr || cs.update_runs_version != optimizer_->device_runs_version()) {
+      cs.update.reset();
+      try {
+        cs.update = kernels::capture_device_work(backend, [&] { optimizer_->step_from_device(); });
+      } catch (const Error& e) {
+        throw refused("the AdamW update", e);
+      }
+      cs.update_runs_version = optimizer_->device_runs_version();
+    }
+    cs.update->replay();
+  });
 }
 
 data::Batch Trainer::next_sft_batch(uint64_t& tokens) {

@@ -30,7 +30,16 @@
 // clipping, so every rank takes the same optimizer step. The reported loss is the mean over the ranks.
 // Only rank 0 writes files (checkpoints, metrics, config, plot); every rank resumes from the same
 // checkpoint; stop requests are agreed on (any rank's request stops all after the same step).
+//
+// CUDA graphs (TrainOptions::cuda_graph, `train --cuda-graph on`, a GPU only): after kCudaGraphWarmupSteps
+// eager steps (AdamW's state exists, the allocator is warm) the next step is captured as two graphs —
+// zero_grad, every micro-batch's forward and backward and the clipping (graph 1), AdamW (graph 2) — and every
+// later step replays them: the micro-batches are copied into the device tensors graph 1 reads, graph 1 is
+// replayed, the losses and the norm are read (the step's one synchronisation, as eagerly), the divergence
+// check runs (before the update, as eagerly), AdamW's scalars for this step are written to the device and
+// graph 2 is replayed. The same kernels with the same arguments as the eager step: the same bits.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -76,6 +85,7 @@ struct TrainOptions {
   int keep_last = 3;                // step checkpoints kept (best.safetensors is separate)
   int64_t log_every = 1;            // a metrics.jsonl line every N steps (and at the last); at least 1
   bool detect_anomaly = false;      // name the tape entry that first produced a non-finite value
+  bool cuda_graph = false;          // replay the step as CUDA graphs after warm-up (see above; a GPU only)
   Device device = Device::cpu();    // where the model, its optimizer state and the batches live
   // What the forward passes compute in (nn/precision.h): bf16 = bf16 matmuls and attention with float32
   // master weights, gradients and AdamW state. Training steps and evaluations run under it.
@@ -187,6 +197,11 @@ class Trainer {
   void save_to(const std::string& path);
   void write_plot() const;
   std::string first_nonfinite_gradient() const;
+  struct CapturedStep;  // --cuda-graph: the graphs and the device tensors they read and write (trainer.cpp)
+  StepStats graph_step();  // train_step() once the step is (or is about to be) captured
+  // The part of a step after its losses and norm are read: the divergence check, AdamW (`update`), the stats.
+  StepStats finish_step(const std::vector<double>& losses, double norm, double lr, uint64_t step_tokens,
+                        std::chrono::steady_clock::time_point t0, const std::function<void()>& update);
   void check_options_and_ranks();
   void build_model(const nn::TransformerLMConfig& config);  // model, optimizer, gradient sync, run directory
   data::Batch next_sft_batch(uint64_t& tokens);  // batch_size examples drawn by data_gen_; adds their input tokens
@@ -208,7 +223,14 @@ class Trainer {
   bool writes_files_ = false;                  // out_dir set and rank 0
   bool resumed_ = false;
   std::vector<std::string> made_dirs_;  // the run directories the constructor created, innermost first
+  int64_t eager_steps_ = 0;             // steps this process took eagerly (--cuda-graph warms up with them)
+  std::unique_ptr<CapturedStep> captured_;
 };
+
+// Eager steps a --cuda-graph run takes in each process before it captures the step.
+inline constexpr int64_t kCudaGraphWarmupSteps = 1;
+// "on" / "off" of `train --cuda-graph` (anything else: tapegrad::Error naming the flag).
+bool parse_cuda_graph_flag(const std::string& value);
 
 // A non-finite loss or gradient (the message names the step and the first such parameter).
 class DivergedError : public Error {

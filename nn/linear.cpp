@@ -27,8 +27,8 @@ Tensor Linear::forward(const Tensor& x) const {
   }
   // Under bf16 precision (nn/precision.h) x and the float32 weight are rounded to bf16 here; the matmul
   // accumulates in float32 and gives bf16. Under fp32 both pass unchanged.
-  Tensor y = matmul(autocast(x, Stage::Matmul), autocast(weight, Stage::Matmul).t());  // [..., in] @ [in, out]
-  return bias.defined() ? y + autocast(bias, Stage::Matmul) : y;
+  Tensor y = matmul(autocast(x, Stage::Matmul), weight_cast_(weight, Stage::Matmul).t());  // [..., in] @ [in, out]
+  return bias.defined() ? y + bias_cast_(bias, Stage::Matmul) : y;
 }
 
 void Linear::quantize_int8(int64_t group) {

@@ -9,6 +9,7 @@
 
 #include "kernels/int8.h"
 #include "nn/module.h"
+#include "nn/precision.h"
 
 namespace tapegrad::nn {
 
@@ -27,6 +28,9 @@ class Linear : public Module {
   Tensor weight;  // [out, in]; undefined once int8
   std::shared_ptr<const kernels::Int8Matrix> int8_weight;  // [out, in] in groups along in; null when float
   Tensor bias;    // [out], undefined when bias = false
+
+ private:
+  WeightCast weight_cast_, bias_cast_;  // their bf16 copies while a CastCacheGuard is alive (nn/precision.h)
 };
 
 }  // namespace tapegrad::nn

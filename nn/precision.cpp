@@ -1,10 +1,14 @@
 // precision.cpp — the mixed-precision policy table and the thread's active precision.
 #include "nn/precision.h"
 
+#include "autograd/grad_mode.h"
+#include "autograd/storage.h"
+
 namespace tapegrad::nn {
 namespace {
 
 thread_local Precision g_precision = Precision::FP32;
+thread_local int g_cast_cache_guards = 0;
 
 // Row: stage; column: the dtype under BF16. FP32 and TF32 compute every stage in float32.
 struct PolicyRow {
@@ -50,6 +54,26 @@ Tensor autocast(const Tensor& x, Stage stage) {
   const DType want = stage_dtype(stage);
   return want == kFloat32 ? x : x.to(want);
 }
+
+Tensor WeightCast::operator()(const Tensor& w, Stage stage) const {
+  const bool cache = g_cast_cache_guards > 0 && !(GradMode::enabled() && w.defined() && w.requires_grad());
+  if (!cache) cast_ = Tensor(), source_.reset();
+  if (!w.defined() || w.dtype() != kFloat32) return w;
+  const DType want = stage_dtype(stage);
+  if (want == kFloat32) return w;
+  if (!cache) return w.to(want);
+  const std::shared_ptr<Storage>& st = w.storage();
+  if (cast_.defined() && cast_.dtype() == want && source_.lock() == st && version_ == st->version() &&
+      offset_ == w.offset() && shape_ == w.shape() && strides_ == w.strides())
+    return cast_;
+  NoGradGuard no_grad;
+  cast_ = w.to(want);
+  source_ = st, version_ = st->version(), offset_ = w.offset(), shape_ = w.shape(), strides_ = w.strides();
+  return cast_;
+}
+
+CastCacheGuard::CastCacheGuard() { ++g_cast_cache_guards; }
+CastCacheGuard::~CastCacheGuard() { --g_cast_cache_guards; }
 
 Tensor add_residual(const Tensor& x, const Tensor& branch) {
   return x + (branch.dtype() == x.dtype() ? branch : branch.to(x.dtype()));

@@ -19,6 +19,7 @@
 // Only float32 tensors are ever converted: float64 (gradcheck) passes every stage unchanged.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "autograd/ops.h"
@@ -53,6 +54,33 @@ DType stage_dtype(Stage stage);
 // x converted for `stage` (differentiable: the gradient converts back); x itself when nothing changes
 // (x is not float32, or the stage computes in float32).
 Tensor autocast(const Tensor& x, Stage stage);
+// A weight's converted copy, kept between forwards while a CastCacheGuard is alive on this thread (generation:
+// a decode step reads every weight once, and converting the float32 master weight to bf16 each time would read
+// 4 and write 2 bytes per parameter per token on top of the matmul's 2). The copy is reused while the weight's
+// storage, version (in-place writes: an optimizer step, copy_), view and the stage's dtype are the same; it is
+// never used for a weight that requires grad under grad mode (training converts on the tape every time, keeps
+// nothing), and without the guard it is cleared and autocast runs as before. Costs the copy's memory (bf16: half
+// the float32 weight's) for as long as the module keeps it.
+class WeightCast {
+ public:
+  Tensor operator()(const Tensor& weight, Stage stage) const;
+
+ private:
+  mutable std::weak_ptr<Storage> source_;
+  mutable uint64_t version_ = 0;
+  mutable int64_t offset_ = 0;
+  mutable Shape shape_, strides_;
+  mutable Tensor cast_;
+};
+// Turns WeightCast's cache on for this thread while alive (nests). lm::generate and ChatSession hold one.
+class CastCacheGuard {
+ public:
+  CastCacheGuard();
+  ~CastCacheGuard();
+  CastCacheGuard(const CastCacheGuard&) = delete;
+  CastCacheGuard& operator=(const CastCacheGuard&) = delete;
+};
+
 // The residual stream's add (Stage::Residual): x + branch, the branch widened to x's dtype first when it
 // came out of a bf16 stage. Under FP32 both are float32 and this is x + branch.
 Tensor add_residual(const Tensor& x, const Tensor& branch);

@@ -38,7 +38,8 @@ Tensor RotaryEmbedding::forward(const Tensor& x) const {
 
 Tensor RotaryEmbedding::forward(const Tensor& x, const Tensor& positions) const {
   const bool fused_shapes = x.dim() >= 2 && x.size(-1) == head_dim && positions.defined() && positions.dim() == 1 &&
-                            positions.size(0) == x.size(-2) && (x.dtype() == kFloat32 || x.dtype() == kFloat64);
+                            positions.size(0) == x.size(-2) &&
+                            (x.dtype() == kFloat32 || x.dtype() == kFloat64 || x.dtype() == kBFloat16);
   if (!fused_shapes) return forward_reference(x, positions);
   const bool same_dtype = cos_table.dtype() == x.dtype();
   const Tensor c = same_dtype ? cos_table : cos_table.to(x.dtype());

@@ -59,7 +59,7 @@ Tensor TransformerLM::classify(const Tensor& x) const {
   if (lm_head) return lm_head->forward(x);  // [B, T, C] @ [C, V] → [B, T, V]
   // tied: W_E [V, C]
   if (token_embeddings->int8_weight) return int8_linear(x, *token_embeddings->int8_weight);
-  return matmul(autocast(x, Stage::Matmul), autocast(token_embeddings->weight, Stage::Matmul).t());
+  return matmul(autocast(x, Stage::Matmul), tied_head_cast_(token_embeddings->weight, Stage::Matmul).t());
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<Linear>>> TransformerLM::named_linears() const {

@@ -29,6 +29,7 @@
 
 #include "nn/block.h"
 #include "nn/embedding.h"
+#include "nn/precision.h"
 
 namespace tapegrad::nn {
 
@@ -90,6 +91,7 @@ class TransformerLM : public Module {
 
  private:
   Tensor classify(const Tensor& x) const;  // [B, T, C] → logits [B, T, V]
+  WeightCast tied_head_cast_;  // the tied head's bf16 copy of W_E while a CastCacheGuard is alive
 };
 
 // The state dict of a TransformerLM whose vocabulary grows from V (the rows of token_embeddings.weight) to

@@ -4,7 +4,7 @@
 # nvcc, cuBLAS and CMake but no Debian -dev packages and no network. Pass `carry: [".gpudeps"]` to the
 # device tool's run; scripts/gpu_check.sh unpacks them there.
 #   scripts/gpu_deps.sh              the packages + the PyTorch peer + the golden LMs
-#   scripts/gpu_deps.sh --prebuilt   also build tapegrad_cuda_tests, bench_train and the tool here (build-gpu/,
+#   scripts/gpu_deps.sh --prebuilt   also build tapegrad_cuda_tests, the benchmarks (train, attention, decode) and the tool here (build-gpu/,
 #                                    sm_90, no -march=native: the device's CPU is not this one) and put
 #                                    them into .gpudeps/bin, xz-compressed, so the lease is not spent
 #                                    compiling. Only works where this machine's nvcc is the device's (13.0).
@@ -33,11 +33,12 @@ if [[ $prebuilt == 1 ]]; then
   # No MPI: the device machine has no Open MPI libraries for the tool to load.
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DTAPEGRAD_NATIVE=OFF -DTAPEGRAD_BENCH=ON -DTAPEGRAD_MPI=OFF >/dev/null
-  cmake --build build-gpu --target tapegrad_cuda_tests bench_train tapegrad_tool
+  cmake --build build-gpu --target tapegrad_cuda_tests bench_train bench_attention bench_decode tapegrad_tool
   mkdir -p .gpudeps/bin
   # The CUDA backend's plugin beside them: the tool and bench_train open it from their folder, the tests
   # (which link it) find it there through their RUNPATH ($ORIGIN).
-  for exe in build-gpu/tests/tapegrad_cuda_tests build-gpu/bench/bench_train build-gpu/tools/tapegrad \
+  for exe in build-gpu/tests/tapegrad_cuda_tests build-gpu/bench/bench_train build-gpu/bench/bench_attention build-gpu/bench/bench_decode \
+             build-gpu/tools/tapegrad \
              build-gpu/kernels/libtapegrad_cuda.so; do
     strip -o ".gpudeps/bin/$(basename $exe)" "$exe" && xz -T0 -6 ".gpudeps/bin/$(basename $exe)"
   done
@@ -56,6 +57,20 @@ if [[ $prebuilt == 1 ]]; then
     make -C build-gpu/llmc train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=0 GPU_COMPUTE_CAPABILITY=90 \
       NVCC_LDFLAGS="-lcublas -lcublasLt -lnvidia-ml -L$PWD/build-gpu/nvml" >/dev/null
     strip -o .gpudeps/bin/train_gpt2cu build-gpu/llmc/train_gpt2cu && xz -T0 -6 .gpudeps/bin/train_gpt2cu
+    # The same with cuDNN's attention (USE_CUDNN=1): the cudnn-frontend headers from PyPI's nvidia-cudnn-frontend
+    # wheel, cudnn.h and libcudnn from the toolkit here; on the GPU machine libcudnn.so.9 is PyTorch's wheel's.
+    if [[ -f /usr/local/cuda/include/cudnn.h ]] && rm -rf build-gpu/cudnn_fe && mkdir -p build-gpu/cudnn_fe &&
+       pip download -q nvidia-cudnn-frontend --no-deps -d build-gpu/cudnn_fe >/dev/null 2>&1; then
+      (cd build-gpu/cudnn_fe && python3 -m zipfile -e nvidia_cudnn_frontend-*.whl wheel)
+      rm -rf build-gpu/llmc_cudnn && cp -r $shared/bench/peers/llmc build-gpu/llmc_cudnn
+      make -C build-gpu/llmc_cudnn train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=1 GPU_COMPUTE_CAPABILITY=90 \
+        CUDNN_FRONTEND_PATH="$PWD/build-gpu/cudnn_fe/wheel/include" \
+        NVCC_LDFLAGS="-lcublas -lcublasLt -lcudnn -lnvidia-ml -L$PWD/build-gpu/nvml" >/dev/null &&
+        strip -o .gpudeps/bin/train_gpt2cu_cudnn build-gpu/llmc_cudnn/train_gpt2cu &&
+        xz -T0 -6 .gpudeps/bin/train_gpt2cu_cudnn
+    else
+      echo "gpu_deps.sh: no cudnn.h or no nvidia-cudnn-frontend wheel: llm.c without cuDNN only" >&2
+    fi
     mkdir -p .gpudeps/llmc_data && cp build-gpu/llmc/data/ts_*.bin .gpudeps/llmc_data/
   fi
   # Where those binaries look for ../shared (TAPEGRAD_SHARED_DIR): gpu_check.sh links it there.

@@ -1174,7 +1174,8 @@ TEST_CASE("TrainOptions::validate names the option at fault", "[lm]") {
   CHECK(map.at("detect_anomaly") == "false");
   CHECK(map.at("device") == "cpu");
   CHECK(map.at("precision") == "fp32");
-  CHECK(map.size() == 22);
+  CHECK(map.at("cuda_graph") == "off");
+  CHECK(map.size() == 23);
 }
 
 TEST_CASE("unigram_entropy is the entropy of the token frequencies", "[lm]") {

@@ -123,3 +123,53 @@ TEST_CASE("bf16 precision: a KV cache made under it is bf16 and decoding matches
   // The cached path rounds K and V to bf16 as the full forward's attention does: the same within bf16 error.
   CHECK(relative_error(step.to(kFloat32), full) < 0.02);
 }
+
+TEST_CASE("WeightCast keeps a weight's bf16 copy under a CastCacheGuard until the weight changes", "[precision]") {
+  nn::PrecisionGuard bf16(nn::Precision::BF16);
+  Tensor w = randn({8, 4}, Options().requires_grad());
+  nn::WeightCast cast;
+  SECTION("training (grad mode, w requires grad): converted on the tape every time, nothing kept") {
+    nn::CastCacheGuard cache;
+    const Tensor a = cast(w, nn::Stage::Matmul), b = cast(w, nn::Stage::Matmul);
+    CHECK(a.dtype() == kBFloat16);
+    CHECK(a.requires_grad());
+    CHECK(a.storage() != b.storage());
+  }
+  SECTION("without the guard: a new copy each time") {
+    NoGradGuard no_grad;
+    CHECK(cast(w, nn::Stage::Matmul).storage() != cast(w, nn::Stage::Matmul).storage());
+  }
+  SECTION("inference under the guard: one copy, renewed after an in-place write") {
+    NoGradGuard no_grad;
+    nn::CastCacheGuard cache;
+    const Tensor a = cast(w, nn::Stage::Matmul), b = cast(w, nn::Stage::Matmul);
+    CHECK(a.dtype() == kBFloat16);
+    CHECK(a.storage() == b.storage());
+    CHECK(a.to(kFloat32).to_vector<float>() == w.to(kBFloat16).to(kFloat32).to_vector<float>());
+    w.mul_(2.0);  // an optimizer step or a load would do the same: the version moves on
+    const Tensor c = cast(w, nn::Stage::Matmul);
+    CHECK(c.storage() != a.storage());
+    CHECK(c.to(kFloat32).to_vector<float>() == w.to(kBFloat16).to(kFloat32).to_vector<float>());
+    CHECK(cast(w, nn::Stage::Norm).dtype() == kFloat32);  // a float32 stage: the weight itself
+    CHECK(cast(w.t(), nn::Stage::Matmul).storage() != c.storage());  // another view of it: converted anew
+  }
+  SECTION("under fp32 nothing is converted") {
+    nn::PrecisionGuard fp32(nn::Precision::FP32);
+    NoGradGuard no_grad;
+    nn::CastCacheGuard cache;
+    CHECK(cast(w, nn::Stage::Matmul).storage() == w.storage());
+  }
+}
+
+TEST_CASE("bf16 inference keeps its weight copies and gives the logits it gives without them", "[precision]") {
+  Generator gen(5);
+  nn::TransformerLM model(tapegrad::testing::tiny_gqa_lm(), &gen);
+  nn::PrecisionGuard bf16(nn::Precision::BF16);
+  NoGradGuard no_grad;
+  const Tensor ids = randint(0, 64, {2, 6}, kInt64, &gen);
+  const Tensor plain = model.forward(ids);
+  nn::CastCacheGuard cache;
+  const Tensor first = model.forward(ids), second = model.forward(ids);
+  CHECK(first.to(kFloat32).to_vector<float>() == plain.to(kFloat32).to_vector<float>());
+  CHECK(second.to(kFloat32).to_vector<float>() == plain.to(kFloat32).to_vector<float>());
+}

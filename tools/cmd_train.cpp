@@ -104,6 +104,9 @@ void add_options(po::options_description& opts) {
       ("init-from", po::value<std::string>(), "start from the weights of this checkpoint or run directory (ours, or what "
        "`import llama2c`/`import hf` wrote): its model config and tokenizer, a fresh optimizer, step 0 and this run's schedule")
       ("detect-anomaly", po::bool_switch(), "name the tape entry that first produces a NaN/Inf (slower)")
+      ("cuda-graph", po::value<std::string>()->default_value("off"), "on|off: after one eager warm-up step, "
+       "capture the training step (forward, backward, clipping, AdamW) as CUDA graphs and replay them (--device "
+       "cuda only; the same numbers as off, fewer launches)")
       ("dry-run", po::bool_switch(), "print the memory estimate (and whether the run fits) and exit: nothing is "
        "trained or written")
       ("force", po::bool_switch(), "start even when the memory estimate exceeds what the machine (or GPU) has")
@@ -427,6 +430,7 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   o.keep_last = vm["keep-last"].as<int>();
   o.log_every = vm["log-every"].as<int64_t>();
   o.detect_anomaly = vm["detect-anomaly"].as<bool>();
+  o.cuda_graph = lm::parse_cuda_graph_flag(vm["cuda-graph"].as<std::string>());
   run_info["threads"] = fmt::format("{}", threads);
   if (preset) run_info["model_preset"] = preset->name;
   if (!llama2c_tokenizer.empty()) {

@@ -63,4 +63,51 @@ void adamw_update_many_(const std::vector<std::array<Tensor, 4>>& tensors, const
     for (int i : {0, 2, 3}) t[size_t(i)].storage()->bump_version();
 }
 
+Tensor adamw_step_scalars(const AdamWHyper& h, int64_t step) {
+  const kernels::AdamWStep s = step_scalars("adamw_step_scalars", h, step);
+  return tensor(std::vector<double>{s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.bias_correction1,
+                                    s.bias_correction2},
+                kFloat64);
+}
+
+void adamw_update_many_from_device_(const std::vector<std::array<Tensor, 4>>& tensors, const Tensor& scalars) {
+  const char* op = "adamw_update_many_from_device_";
+  if (tensors.empty()) return;
+  detail::check_defined(op, scalars);
+  TG_CHECK(scalars.dtype() == kFloat64 && scalars.numel() == 7 && scalars.is_contiguous(),
+           "{}: the step's scalars must be a contiguous float64 tensor of 7 elements (adamw_step_scalars), got {} {}",
+           op, scalars.dtype(), scalars.shape());
+  std::vector<kernels::AdamWTensors> views;
+  views.reserve(tensors.size());
+  for (const auto& [param, grad, exp_avg, exp_avg_sq] : tensors) {
+    check_adamw_tensors(op, param, grad, exp_avg, exp_avg_sq);
+    detail::check_same_device(op, tensors.front()[0], param);
+    views.push_back({kview(param), kview(grad), kview(exp_avg), kview(exp_avg_sq)});
+  }
+  detail::check_same_device(op, tensors.front()[0], scalars);
+  TG_CHECK(backend_of(tensors.front()[0]).adamw_update_many_from_device(views, kview(scalars)),
+           "{}: the backend of {} has no AdamW kernel reading its scalars from device memory for these tensors "
+           "(a GPU, contiguous float32/float64 tensors of one dtype)",
+           op, tensors.front()[0].device().str());
+  for (const auto& t : tensors)
+    for (int i : {0, 2, 3}) t[size_t(i)].storage()->bump_version();
+}
+
+Tensor clip_grad_norm_many_(const std::vector<Tensor>& grads, double max_norm) {
+  const char* op = "clip_grad_norm_many_";
+  if (grads.empty()) return Tensor();
+  std::vector<kernels::TensorView> views;
+  views.reserve(grads.size());
+  for (const Tensor& g : grads) {
+    detail::check_defined(op, g);
+    detail::check_same_device(op, grads.front(), g);
+    if (!g.is_contiguous() || g.dtype() != grads.front().dtype()) return Tensor();
+    views.push_back(kview(g));
+  }
+  Tensor norm = empty({}, Options(kFloat64).device(grads.front().device()));
+  if (!backend_of(grads.front()).clip_grad_norm_native(kview(norm), views, max_norm)) return Tensor();
+  for (const Tensor& g : grads) g.storage()->bump_version();
+  return norm;
+}
+
 }  // namespace tapegrad

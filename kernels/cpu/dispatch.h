@@ -42,6 +42,18 @@ void dispatch_storage(DType t, F&& f) {
   dispatch_all(t, static_cast<F&&>(f));
 }
 
+// Float32, Float64 and BFloat16 (visited as tapegrad::bfloat16), for the GPU kernels that store bfloat16
+// themselves (Backend::native_bf16) and compute in compute_t<T>; other dtypes throw naming `op`.
+template <class F>
+void dispatch_floating_storage(DType t, const char* op, F&& f) {
+  if (t == DType::BFloat16) return f(bfloat16{});
+  dispatch_floating(t, op, static_cast<F&&>(f));
+}
+// The type a kernel computes in for storage type T: float32 for bfloat16, T itself otherwise.
+template <class T> struct ComputeType { using type = T; };
+template <> struct ComputeType<bfloat16> { using type = float; };
+template <class T> using compute_t = typename ComputeType<T>::type;
+
 // A fill value (a double) as element type T: nonzero → true for Bool, else a static_cast. Shared by
 // the CPU and CUDA fill.
 template <class T>

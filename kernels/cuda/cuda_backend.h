@@ -46,6 +46,31 @@ class CudaBackend final : public Backend {
   // cuBLAS bf16 GEMM (tensor cores, float32 accumulation) under nvcc with the cuBLAS matmul; false in the
   // emulated build and under TAPEGRAD_CUDA_MATMUL=simt (the bridge then runs the float32 SIMT kernel).
   bool matmul_bf16_native(const TensorView& out, const TensorView& a, const TensorView& b, bool accumulate) override;
+  // The functions whose kernels read and write bfloat16 themselves (float32 inside, each output rounded
+  // once): the bf16 bridge hands them their bfloat16 calls untouched (backend.h: native_bf16). One case per
+  // function; tests/cuda/test_cuda_bf16.cpp checks each against the CPU's bridge.
+  bool native_bf16(BackendFunction f) const override {
+    switch (f) {
+      case BackendFunction::Unary:
+      case BackendFunction::UnaryBackward:
+      case BackendFunction::Binary:
+      case BackendFunction::Where:
+      case BackendFunction::Softmax:
+      case BackendFunction::SoftmaxBackward:
+      case BackendFunction::CrossEntropy:
+      case BackendFunction::CrossEntropyBackward:
+      case BackendFunction::RmsNorm:
+      case BackendFunction::RmsNormBackward:
+      case BackendFunction::Swiglu:
+      case BackendFunction::SwigluBackward:
+      case BackendFunction::Rope:
+      case BackendFunction::CausalAttention:          // fused_attention.cu: tensor cores (flash_attention_tc.cu)
+      case BackendFunction::CausalAttentionBackward:  // for D 32/64/128 on sm_80+, else the SIMT kernels on bf16
+        return true;
+      default:
+        return false;
+    }
+  }
 
   void index_select(const TensorView& out, const TensorView& in, int dim, const TensorView& index) override;
   void index_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;
@@ -75,6 +100,13 @@ class CudaBackend final : public Backend {
   void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
                     const TensorView& exp_avg_sq, const AdamWStep& step) override;
   void adamw_update_many(const std::vector<AdamWTensors>& tensors, const AdamWStep& step) override;
+  // fused_adamw.cu: the same kernel, its scalars read from the device tensor `step` when it runs.
+  bool adamw_update_many_from_device(const std::vector<AdamWTensors>& tensors, const TensorView& step) override;
+  // kernels/cuda/graph.cu: CUDA graphs (stream capture under nvcc, recorded closures when emulated).
+  bool begin_capture() override;
+  std::unique_ptr<DeviceGraph> end_capture() override;
+  // kernels/cuda/clip_grad_norm.cu: float32 / float64 gradients in three launches.
+  bool clip_grad_norm_native(const TensorView& norm, const std::vector<TensorView>& grads, double max_norm) override;
 
  private:
   int index_;
@@ -148,5 +180,14 @@ bool allow_tf32();
 enum class MatmulImpl { Cublas, Simt };
 void set_matmul_impl(MatmulImpl impl);
 MatmulImpl matmul_impl();
+
+// ---- attention settings (kernels/cuda/flash_attention_tc.cu) ----
+// Which kernels run bf16 causal attention: the flash attention on tensor cores (the default; mma.sync, also
+// in the emulated build through mma.h's emulation) for the shapes it takes (flash_attention_tc.h), or always
+// the SIMT kernels (float32 compute on bf16 storage). The first value comes from the environment variable
+// TAPEGRAD_CUDA_ATTENTION=tc|simt, read once. float32/float64 attention is always SIMT.
+enum class AttentionImpl { TensorCore, Simt };
+void set_attention_impl(AttentionImpl impl);
+AttentionImpl attention_impl();
 
 }  // namespace tapegrad::kernels::cuda

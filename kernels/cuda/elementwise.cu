@@ -8,7 +8,13 @@
 //   * strided — an Indexer<1 + k> turns the linear index into each operand's offset (broadcast
 //     operands have stride 0); one 32-bit div/mod per merged dim when the tensor has < 2³² elements.
 // The math of each op is the functor shared with the CPU (unary_functors.h, binary_functors.h).
+//
+// bfloat16 (Backend::native_bf16: unary, unary_backward, binary, where): storage type ≠ compute type. The
+// kernels load bfloat16, widen it to float32 (exact), run the float32 functor and round the result once
+// (to nearest even, kernels/bfloat16.h) on the store — the bf16 bridge's widen / float32 kernel / round,
+// value for value, without its three passes over memory. Comparisons write Bool; where moves the bits.
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 #include <utility>
 
@@ -23,18 +29,22 @@
 namespace tapegrad::kernels::cuda {
 namespace {
 
+using cpu::compute_t;
+using cpu::dispatch_floating_storage;
+
 constexpr int kThreads = 256;
 
 // out[i] = f(in[i]...) for i < n: all operands contiguous and of the output's layout.
 template <class F, class TO, class... TI>
 __global__ void map_contiguous_kernel(int64_t n, F f, TO* out, const TI*... in) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) out[i] = f(in[i]...);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    out[i] = static_cast<TO>(f(in[i]...));
 }
 
 template <class F, class TO, class... TI, size_t... I>
 __device__ inline void map_one(const F& f, TO* out, const int64_t* off, std::index_sequence<I...>, const TI*... in) {
-  out[off[0]] = f(in[off[1 + I]]...);
+  out[off[0]] = static_cast<TO>(f(in[off[1 + I]]...));  // f computes in float32 for bfloat16 (rounded here)
 }
 
 // The same over strided operands: offsets from the Indexer (operand 0 is the output).
@@ -52,6 +62,14 @@ __global__ void map_strided_kernel(Indexer<1 + sizeof...(TI)> ix, int64_t n, F f
 
 template <class>
 using ViewOf = const TensorView&;
+
+// A bfloat16 call's other operands must be bfloat16 too (the bridge widens calls that mix dtypes; an absent
+// view, data == nullptr, is not read).
+void check_same_dtype(const char* op, DType want, std::initializer_list<const TensorView*> views) {
+  if (want != DType::BFloat16) return;  // float32/float64: as before
+  for (const TensorView* v : views)
+    TG_CHECK(v->data == nullptr || v->dtype == want, "{}: every operand must be {} here, got {}", op, want, v->dtype);
+}
 
 // Runs out = f(in...) elementwise: out holds TO, the k-th input TI_k (one view per input type).
 template <class TO, class... TI, class F>
@@ -92,7 +110,7 @@ struct Convert {  // copy: out = TO(x); to Bool: x ≠ 0; float → int truncate
 };
 
 template <class F, class T>
-struct UnaryValue {  // y = f(x; p)
+struct UnaryValue {  // y = f(x; p); T is the compute type (float32 for bfloat16 storage)
   T p;
   __device__ T operator()(T x) const { return F::f(x, p); }
 };
@@ -139,27 +157,40 @@ void CudaBackend::copy(const TensorView& out, const TensorView& in) {
 }
 
 void CudaBackend::unary(UnaryOp op, const TensorView& out, const TensorView& in, double param) {
-  cpu::dispatch_floating(in.dtype, unary_op_name(op), [&](auto t) {
+  dispatch_floating_storage(in.dtype, unary_op_name(op), [&](auto t) {
     using T = decltype(t);
+    using C = compute_t<T>;
+    check_same_dtype(unary_op_name(op), in.dtype, {&out});
     fn::visit_unary(op, [&](auto f) {
       using F = decltype(f);
-      map<T, T>(UnaryValue<F, T>{static_cast<T>(param)}, out, in);
+      map<T, T>(UnaryValue<F, C>{static_cast<C>(param)}, out, in);
     });
   });
 }
 
 void CudaBackend::unary_backward(UnaryOp op, const TensorView& grad_in, const TensorView& grad_out,
                                  const TensorView& x, const TensorView& y, double param) {
-  cpu::dispatch_floating(grad_in.dtype, unary_op_name(op), [&](auto t) {
+  dispatch_floating_storage(grad_in.dtype, unary_op_name(op), [&](auto t) {
     using T = decltype(t);
+    using C = compute_t<T>;
+    check_same_dtype(unary_op_name(op), grad_in.dtype, {&grad_out, &x, &y});
     fn::visit_unary(op, [&](auto f) {
       using F = decltype(f);
-      map<T, T, T, T>(UnaryGrad<F, T>{static_cast<T>(param)}, grad_in, grad_out, x, y);
+      map<T, T, T, T>(UnaryGrad<F, C>{static_cast<C>(param)}, grad_in, grad_out, x, y);
     });
   });
 }
 
 void CudaBackend::binary(BinaryOp op, const TensorView& out, const TensorView& a, const TensorView& b) {
+  if (a.dtype == DType::BFloat16) {
+    check_same_dtype(binary_op_name(op), a.dtype, {&b});
+    if (!is_comparison(op)) check_same_dtype(binary_op_name(op), a.dtype, {&out});
+    fn::visit_binary(op, [&](auto f) {
+      using F = decltype(f);
+      map<fn::binary_result_t<F, bfloat16>, bfloat16, bfloat16>(BinaryValue<F, float>{}, out, a, b);
+    });
+    return;
+  }
   cpu::dispatch_all(a.dtype, [&](auto t) {
     using T = decltype(t);
     if constexpr (std::is_same_v<T, bool>) {
@@ -174,6 +205,11 @@ void CudaBackend::binary(BinaryOp op, const TensorView& out, const TensorView& a
 }
 
 void CudaBackend::where(const TensorView& out, const TensorView& cond, const TensorView& a, const TensorView& b) {
+  if (out.dtype == DType::BFloat16) {  // moves bits: no arithmetic
+    check_same_dtype("where", out.dtype, {&a, &b});
+    map<bfloat16, bool, bfloat16, bfloat16>(Select<bfloat16>{}, out, cond, a, b);
+    return;
+  }
   cpu::dispatch_all(out.dtype, [&](auto t) {
     using T = decltype(t);
     map<T, bool, T, T>(Select<T>{}, out, cond, a, b);

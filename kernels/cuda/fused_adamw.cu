@@ -13,6 +13,10 @@
 // them. Each parameter is cut into chunks of kChunk elements, one block per chunk; a table of the
 // parameters (pointers, size, first chunk) is copied to the device (staged, asynchronous) and each
 // block finds its parameter by binary search. The same adamw_element, so the same bits.
+// A captured step (kernels/device_graph.h) replays with each step's lr and t: adamw_update_many_from_device
+// reads AdamWStep's seven doubles from a device tensor when the kernel runs and rounds them to the
+// parameter's dtype there, with the same operations the host does for adamw_update_many (derive_scalars:
+// both sides uncontracted, ÷ and √ correctly rounded), so the two give the same bits.
 #include <cmath>
 #include <vector>
 
@@ -76,8 +80,25 @@ struct AdamWSlot {
 };
 constexpr int64_t kChunk = 16384;  // elements per block: 64 per thread
 
+// The step's scalars in dtype T from AdamWStep's doubles {lr, β1, β2, ε, λ, bc1, bc2}, rounded once each:
+// the host's (adamw_update_many) and the device's (adamw_update_many_from_device) are this one function.
 template <class T>
-__global__ void adamw_many_kernel(const AdamWSlot<T>* slots, int n_slots, AdamWScalars<T> s) {
+__host__ __device__ inline void derive_scalars(const double* st, AdamWScalars<T>* s) {
+  const double lr = st[0], beta1 = st[1], beta2 = st[2], eps = st[3], weight_decay = st[4];
+  const double bias_correction1 = st[5], bias_correction2 = st[6];
+  s->keep = lr * weight_decay != 0.0 ? T(1.0 - lr * weight_decay) : T(1);  // p·1 is exact
+  s->beta1 = T(beta1);
+  s->beta2 = T(beta2);
+  s->one_minus_beta1 = T(1.0 - beta1);
+  s->one_minus_beta2 = T(1.0 - beta2);
+  s->step_size = T(lr / bias_correction1);
+  s->sqrt_bc2 = T(sqrt(bias_correction2));
+  s->eps = T(eps);
+}
+
+// One chunk of the parameters of adamw_many_kernel's table (this block's).
+template <class T>
+__device__ inline void adamw_chunk(const AdamWSlot<T>* slots, int n_slots, const AdamWScalars<T>& s) {
   const int64_t chunk = blockIdx.x;
   int lo = 0, hi = n_slots - 1;  // the last slot whose first chunk is ≤ this one
   while (lo < hi) {
@@ -94,22 +115,31 @@ __global__ void adamw_many_kernel(const AdamWSlot<T>* slots, int n_slots, AdamWS
 }
 
 template <class T>
-AdamWScalars<T> scalars_of(const AdamWStep& st) {
+__global__ void adamw_many_kernel(const AdamWSlot<T>* slots, int n_slots, AdamWScalars<T> s) {
+  adamw_chunk(slots, n_slots, s);
+}
+
+// The same with the scalars read from device memory (AdamWStep's seven doubles) when the kernel runs.
+template <class T>
+__global__ void adamw_many_from_device_kernel(const AdamWSlot<T>* slots, int n_slots, const double* step) {
   AdamWScalars<T> s;
-  s.keep = st.lr * st.weight_decay != 0.0 ? T(1.0 - st.lr * st.weight_decay) : T(1);  // p·1 is exact
-  s.beta1 = T(st.beta1);
-  s.beta2 = T(st.beta2);
-  s.one_minus_beta1 = T(1.0 - st.beta1);
-  s.one_minus_beta2 = T(1.0 - st.beta2);
-  s.step_size = T(st.lr / st.bias_correction1);
-  s.sqrt_bc2 = T(std::sqrt(st.bias_correction2));
-  s.eps = T(st.eps);
+  derive_scalars<T>(step, &s);
+  adamw_chunk(slots, n_slots, s);
+}
+
+template <class T>
+AdamWScalars<T> scalars_of(const AdamWStep& st) {
+  const double v[7] = {st.lr, st.beta1, st.beta2, st.eps, st.weight_decay, st.bias_correction1, st.bias_correction2};
+  AdamWScalars<T> s;
+  derive_scalars<T>(v, &s);
   return s;
 }
 
-// All of `tensors` (contiguous, dtype T) in one launch.
+// All of `tensors` (contiguous, dtype T) in one launch; the scalars from `st`, or, when device_step is not
+// null, from those seven doubles on the device.
 template <class T>
-void adamw_many_typed(CudaBackend& backend, const std::vector<AdamWTensors>& tensors, const AdamWStep& st) {
+void adamw_many_typed(CudaBackend& backend, const std::vector<AdamWTensors>& tensors, const AdamWStep& st,
+                      const double* device_step = nullptr) {
   std::vector<AdamWSlot<T>> slots;
   int64_t chunks = 0;
   for (const AdamWTensors& t : tensors) {
@@ -127,8 +157,12 @@ void adamw_many_typed(CudaBackend& backend, const std::vector<AdamWTensors>& ten
   const size_t bytes = slots.size() * sizeof(AdamWSlot<T>);
   const ScratchBuffer table(backend, bytes);
   backend.copy_from_host(table.as<void>(), slots.data(), bytes);
-  launch(adamw_many_kernel<T>, dim3(unsigned(chunks)), dim3(kThreads), 0, table.as<const AdamWSlot<T>>(),
-         int(slots.size()), scalars_of<T>(st));
+  if (device_step != nullptr)
+    launch(adamw_many_from_device_kernel<T>, dim3(unsigned(chunks)), dim3(kThreads), 0,
+           table.as<const AdamWSlot<T>>(), int(slots.size()), device_step);
+  else
+    launch(adamw_many_kernel<T>, dim3(unsigned(chunks)), dim3(kThreads), 0, table.as<const AdamWSlot<T>>(),
+           int(slots.size()), scalars_of<T>(st));
 }
 
 template <class T>
@@ -182,6 +216,27 @@ void CudaBackend::adamw_update_many(const std::vector<AdamWTensors>& tensors, co
   if (one_launch && tensors.front().param.dtype == DType::Float32) return adamw_many_typed<float>(*this, tensors, step);
   if (one_launch && tensors.front().param.dtype == DType::Float64) return adamw_many_typed<double>(*this, tensors, step);
   for (const AdamWTensors& t : tensors) adamw_update(t.param, t.grad, t.exp_avg, t.exp_avg_sq, step);
+}
+
+bool CudaBackend::adamw_update_many_from_device(const std::vector<AdamWTensors>& tensors,
+                                                const TensorView& step) {
+  TG_CHECK(step.dtype == DType::Float64 && step.numel() == 7 && step.is_contiguous(),
+           "adamw_update_many_from_device: the step's scalars must be a contiguous float64 tensor of 7 elements, "
+           "got {} {}",
+           step.dtype, step.shape);
+  if (tensors.empty()) return true;
+  const DType dtype = tensors.front().param.dtype;
+  for (const AdamWTensors& t : tensors) {
+    check_matching(t.param, t.grad, t.exp_avg, t.exp_avg_sq);
+    if (t.param.dtype != dtype || !t.param.is_contiguous() || !t.grad.is_contiguous() || !t.exp_avg.is_contiguous() ||
+        !t.exp_avg_sq.is_contiguous())
+      return false;
+  }
+  const auto* device_step = static_cast<const double*>(step.data);
+  if (dtype == DType::Float32) adamw_many_typed<float>(*this, tensors, AdamWStep{}, device_step);
+  else if (dtype == DType::Float64) adamw_many_typed<double>(*this, tensors, AdamWStep{}, device_step);
+  else return false;
+  return true;
 }
 
 }  // namespace tapegrad::kernels::cuda

@@ -25,7 +25,10 @@
 // D > 128, float64 tiles that do not fit the device's shared memory, and decoding (a few query rows
 // over a KV cache) run simple fallback kernels (*_rowwise_kernel): one warp per row, the accumulators
 // in the output rows themselves. Float32 is accumulated in float, as the CPU backend (BLAS sgemm)
-// does. The backward recomputes every score with the forward's operation order (the same products
+// does. Bfloat16 (storage S ≠ compute T): the blocked kernels load bf16, widen it into their float32
+// shared tiles, compute as for float32 and round each output once; lse and Δ stay float32. The row-per-warp
+// kernels get float32 copies (Float32Copy) instead. Bf16 with D ∈ {32, 64, 128} and 16-byte aligned rows
+// runs on tensor cores instead (flash_attention_tc.cu), unless set_attention_impl(Simt). The backward recomputes every score with the forward's operation order (the same products
 // summed in the same order of d), so P = exp(S − lse) is consistent with the lse the forward wrote.
 // Speed (H200, gpt2s shapes, 2026-11-26): docs/cuda.md.
 #include <cmath>
@@ -35,7 +38,9 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/bfloat16.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/flash_attention_tc.h"
 #include "kernels/cuda/runtime.h"
 
 // Unrolls a loop of constant trip count under nvcc (g++ of the emulated build has no such pragma).
@@ -145,12 +150,12 @@ ATTENTION_UNROLL
 
 // dst[r][d] (r < 64, d < 16·DPT, row stride LD) = src row (row0 + r), column d, where row0 + r < rows
 // and d < D, else 0. Threads over d first: coalesced global reads, conflict-free shared writes.
-template <int DPT, class T>
-__device__ inline void load_operand(T* dst, const T* src, int64_t ld, int row0, int rows, int D) {
+template <int DPT, class T, class S>
+__device__ inline void load_operand(T* dst, const S* src, int64_t ld, int row0, int rows, int D) {
   constexpr int W = 16 * DPT, LD = operand_ld<DPT>();
   for (int idx = threadIdx.x; idx < kTile * W; idx += kBlockThreads) {
     const int r = idx / W, d = idx % W, t = row0 + r;
-    dst[r * LD + d] = t < rows && d < D ? src[int64_t(t) * ld + d] : T(0);
+    dst[r * LD + d] = t < rows && d < D ? static_cast<T>(src[int64_t(t) * ld + d]) : T(0);
   }
 }
 
@@ -221,9 +226,9 @@ size_t blocked_shared_bytes(int operands, int scores, bool row_values = false) {
 // out [B, H, T, D], lse [B, H, T]. grid (B·H, query tiles), the longest rows first. Per key tile:
 // S = s·Q·Kᵀ masked (key j ≤ t + off, j < Tk), online softmax per row (m = running max, l = this
 // thread's part of the running sum), o = o·exp(m − m') + P·V; at the end o / l and lse = m + log l.
-template <class T, int DPT>
+template <class T, int DPT, class S>
 __global__ void __launch_bounds__(kBlockThreads)
-    forward_kernel(Heads<T> out, Heads<T> lse, Heads<const T> q, Heads<const T> k, Heads<const T> v, Dims n,
+    forward_kernel(Heads<S> out, Heads<T> lse, Heads<const S> q, Heads<const S> k, Heads<const S> v, Dims n,
                    T scale) {
   constexpr int LD = operand_ld<DPT>();
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -282,7 +287,7 @@ ATTENTION_UNROLL
     accumulate_block<DPT>(o, Ps, Vs, round_up4(min_of(kTile, key_end - k0)), ty, tx);
   }
 
-  T* oh = out.at(b, h);
+  S* oh = out.at(b, h);
   T* lh = lse.at(b, h);
 ATTENTION_UNROLL
   for (int i = 0; i < 4; ++i) {
@@ -293,7 +298,7 @@ ATTENTION_UNROLL
 ATTENTION_UNROLL
     for (int kk = 0; kk < DPT; ++kk) {
       const int d = head_col<DPT>(tx, kk);
-      if (d < n.D) oh[int64_t(t) * out.st + d] = o[i][kk] * inv;
+      if (d < n.D) oh[int64_t(t) * out.st + d] = S(o[i][kk] * inv);
     }
     if (tx == 0) lh[int64_t(t) * lse.st] = m[i] + log_of(sum);
   }
@@ -302,9 +307,9 @@ ATTENTION_UNROLL
 // ---- backward ----
 
 // delta[(b·H + h)·T + t] = Σ_d dO[b, h, t, d]·O[b, h, t, d]; one warp per row.
-template <class T>
+template <class T, class S>
 __global__ void __launch_bounds__(kThreads)
-    delta_kernel(T* delta, Heads<const T> grad_out, Heads<const T> out, int B, Dims n) {
+    delta_kernel(T* delta, Heads<const S> grad_out, Heads<const S> out, int B, Dims n) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t rows = int64_t(B) * n.H * n.T;
   // every warp of the block runs the same number of iterations (warp_sum is block-wide in emulation)
@@ -315,9 +320,9 @@ __global__ void __launch_bounds__(kThreads)
       const int t = int(row % n.T);
       const int64_t bh = row / n.T;
       const int b = int(bh / n.H), h = int(bh % n.H);
-      const T* g = grad_out.at(b, h) + t * grad_out.st;
-      const T* o = out.at(b, h) + t * out.st;
-      for (int d = lane; d < n.D; d += 32) dot += g[d] * o[d];
+      const S* g = grad_out.at(b, h) + t * grad_out.st;
+      const S* o = out.at(b, h) + t * out.st;
+      for (int d = lane; d < n.D; d += 32) dot += static_cast<T>(g[d]) * static_cast<T>(o[d]);
     }
     dot = warp_sum(dot);
     if (row < rows && lane == 0) delta[row] = dot;
@@ -328,10 +333,10 @@ __global__ void __launch_bounds__(kThreads)
 // queries): for each query head of the group and each query tile at or after the key tile,
 // Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ, Pᵀ = exp(s·Sᵀ − lse), dSᵀ = Pᵀ (dPᵀ − Δ); dV += Pᵀ·dO, dK += dSᵀ·Q in
 // registers, written once (deterministic, no atomics). grid (B·Hkv, key tiles), the longest first.
-template <class T, int DPT>
+template <class T, int DPT, class S>
 __global__ void __launch_bounds__(kBlockThreads)
-    key_grad_kernel(Heads<T> grad_k, Heads<T> grad_v, Heads<const T> grad_out, Heads<const T> q, Heads<const T> k,
-                    Heads<const T> v, Heads<const T> lse, const T* delta, Dims n, T scale) {
+    key_grad_kernel(Heads<S> grad_k, Heads<S> grad_v, Heads<const S> grad_out, Heads<const S> q, Heads<const S> k,
+                    Heads<const S> v, Heads<const T> lse, const T* delta, Dims n, T scale) {
   constexpr int LD = operand_ld<DPT>();
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   TG_DYNAMIC_SHARED(T, smem);
@@ -391,8 +396,8 @@ ATTENTION_UNROLL
     }
   }
 
-  T* dkh = grad_k.at(b, kv);
-  T* dvh = grad_v.at(b, kv);
+  S* dkh = grad_k.at(b, kv);
+  S* dvh = grad_v.at(b, kv);
 ATTENTION_UNROLL
   for (int i = 0; i < 4; ++i) {
     const int j = key0 + 4 * ty + i;
@@ -401,8 +406,8 @@ ATTENTION_UNROLL
     for (int kk = 0; kk < DPT; ++kk) {
       const int d = head_col<DPT>(tx, kk);
       if (d >= n.D) continue;
-      dkh[int64_t(j) * grad_k.st + d] = scale * dk[i][kk];
-      dvh[int64_t(j) * grad_v.st + d] = dv[i][kk];
+      dkh[int64_t(j) * grad_k.st + d] = S(scale * dk[i][kk]);
+      dvh[int64_t(j) * grad_v.st + d] = S(dv[i][kk]);
     }
   }
 }
@@ -410,10 +415,10 @@ ATTENTION_UNROLL
 // grad_q [B, H, T, D] of one tile of 64 query rows (rows = queries, columns = keys): per key tile up
 // to the diagonal, S = Q·Kᵀ and dP = dO·Vᵀ, dS = exp(s·S − lse)(dP − Δ), dQ += dS·K; dQ = s·that.
 // grid (B·H, query tiles), the longest rows first.
-template <class T, int DPT>
+template <class T, int DPT, class S>
 __global__ void __launch_bounds__(kBlockThreads)
-    query_grad_kernel(Heads<T> grad_q, Heads<const T> grad_out, Heads<const T> q, Heads<const T> k,
-                      Heads<const T> v, Heads<const T> lse, const T* delta, Dims n, T scale) {
+    query_grad_kernel(Heads<S> grad_q, Heads<const S> grad_out, Heads<const S> q, Heads<const S> k,
+                      Heads<const S> v, Heads<const T> lse, const T* delta, Dims n, T scale) {
   constexpr int LD = operand_ld<DPT>();
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   TG_DYNAMIC_SHARED(T, smem);
@@ -464,7 +469,7 @@ ATTENTION_UNROLL
     accumulate_block<DPT>(dq, dSs, Ks, round_up4(min_of(kTile, key_end - k0)), ty, tx);
   }
 
-  T* dqh = grad_q.at(b, h);
+  S* dqh = grad_q.at(b, h);
 ATTENTION_UNROLL
   for (int i = 0; i < 4; ++i) {
     const int t = row0 + 4 * ty + i;
@@ -472,7 +477,7 @@ ATTENTION_UNROLL
 ATTENTION_UNROLL
     for (int kk = 0; kk < DPT; ++kk) {
       const int d = head_col<DPT>(tx, kk);
-      if (d < n.D) dqh[int64_t(t) * grad_q.st + d] = scale * dq[i][kk];
+      if (d < n.D) dqh[int64_t(t) * grad_q.st + d] = S(scale * dq[i][kk]);
     }
   }
 }
@@ -650,29 +655,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- host side ----
 
-// Lets `kernel` use `bytes` of dynamic shared memory (above the default 48 KiB, opt-in on NVIDIA).
 template <class Kernel>
 void allow_shared_bytes(Kernel* kernel, size_t bytes) {
-#if defined(TAPEGRAD_CUDA_EMULATED)
-  (void)kernel, (void)bytes;
-#else
-  if (bytes <= 48 * 1024) return;
-  static std::mutex mu;
-  static std::vector<std::pair<const void*, size_t>> granted;  // kernel → bytes already allowed
-  std::lock_guard<std::mutex> lock(mu);
-  const void* key = reinterpret_cast<const void*>(kernel);
-  for (auto& [kern, allowed] : granted)
-    if (kern == key) {
-      if (bytes <= allowed) return;
-      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
-            "causal_attention: cudaFuncSetAttribute");
-      allowed = bytes;
-      return;
-    }
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
-        "causal_attention: cudaFuncSetAttribute");
-  granted.emplace_back(key, bytes);
-#endif
+  allow_kernel_shared_bytes(reinterpret_cast<const void*>(kernel), bytes);
 }
 
 // The host-side checks of both directions: float dtypes, 4-d views of matching shapes, D stride 1.
@@ -681,8 +666,10 @@ Dims check_attention_views(const char* op, const TensorView& q, const TensorView
                            std::initializer_list<const TensorView*> like_q,
                            std::initializer_list<const TensorView*> like_k, const TensorView& lse,
                            bool longer_keys) {
-  if (q.dtype != DType::Float32 && q.dtype != DType::Float64)
-    throw Error(fmt::format("{}: dtype {} is not supported (float32 or float64 expected)", op, q.dtype));
+  if (q.dtype != DType::Float32 && q.dtype != DType::Float64 && q.dtype != DType::BFloat16)
+    throw Error(fmt::format("{}: dtype {} is not supported (float32, float64 or bfloat16 expected)", op, q.dtype));
+  // lse is a statistic: float32 for bfloat16 attention, else q's dtype
+  const DType lse_dtype = q.dtype == DType::BFloat16 ? DType::Float32 : q.dtype;
   TG_CHECK(q.ndim() == 4 && k.ndim() == 4 && k.shape[0] == q.shape[0] &&
                (longer_keys ? k.shape[2] >= q.shape[2] : k.shape[2] == q.shape[2]) && k.shape[3] == q.shape[3] &&
                k.shape[1] > 0 && q.shape[1] % k.shape[1] == 0,
@@ -701,9 +688,9 @@ Dims check_attention_views(const char* op, const TensorView& q, const TensorView
   for (const TensorView* t : like_k)
     TG_CHECK(t->shape[3] <= 1 || t->strides[3] == 1, "{}: the head dimension D must have stride 1", op);
   TG_CHECK(lse.ndim() == 3 && lse.shape[0] == q.shape[0] && lse.shape[1] == q.shape[1] &&
-               lse.shape[2] == q.shape[2] && lse.dtype == q.dtype,
+               lse.shape[2] == q.shape[2] && lse.dtype == lse_dtype,
            "{}: lse must be [B, H, T] = [{}, {}, {}] of {}, got {} {}", op, q.shape[0], q.shape[1], q.shape[2],
-           q.dtype, lse.shape, lse.dtype);
+           lse_dtype, lse.shape, lse.dtype);
   // grid (B·H, tiles of at least kWarps rows): gridDim.y ≤ 65535
   TG_CHECK(q.shape[2] <= int64_t(65535) * kWarps && q.shape[3] < (int64_t(1) << 30) &&
                k.shape[2] < (int64_t(1) << 30) && q.shape[0] * q.shape[1] < (int64_t(1) << 31) - 1,
@@ -743,9 +730,27 @@ void with_head_cols_per_thread(int D, F&& f) {
   return f(std::integral_constant<int, 8>{});
 }
 
-template <class T>
-void run_forward(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
-                 const TensorView& v, const Dims& n, double scale) {
+// A float32 copy of a bfloat16 view (contiguous, from the caching allocator): the row-per-warp kernels
+// accumulate in their output rows, which must then be float32, so bf16 reaches them widened.
+class Float32Copy {
+ public:
+  Float32Copy(CudaBackend& backend, const TensorView& like)
+      : buffer_(backend, sizeof(float) * size_t(like.numel())) {
+    view_.data = buffer_.as<void>();
+    view_.dtype = DType::Float32;
+    view_.shape = like.shape;
+    view_.strides = contiguous_strides(like.shape);
+  }
+  const TensorView& view() const { return view_; }
+
+ private:
+  ScratchBuffer buffer_;
+  TensorView view_;
+};
+
+template <class T, class S>
+void run_forward(CudaBackend& backend, const TensorView& out, const TensorView& lse, const TensorView& q,
+                 const TensorView& k, const TensorView& v, const Dims& n, double scale) {
   const unsigned heads = unsigned(q.shape[0] * n.H);
   const T s = static_cast<T>(scale);
   bool done = false;
@@ -756,73 +761,131 @@ void run_forward(const TensorView& out, const TensorView& lse, const TensorView&
       constexpr int DPT = decltype(dpt)::value;
       const size_t bytes = blocked_shared_bytes<T, DPT>(3, 1);
       if (!blocked_kernels_fit(n.D, bytes)) return;
-      auto* kernel = &forward_kernel<T, DPT>;
+      auto* kernel = &forward_kernel<T, DPT, S>;
       allow_shared_bytes(kernel, bytes);
-      launch(kernel, dim3(heads, tiles(n.T, kTile)), dim3(kBlockThreads), bytes, heads_of<T>(out), heads_of<T>(lse),
-             heads_of<const T>(q), heads_of<const T>(k), heads_of<const T>(v), n, s);
+      launch(kernel, dim3(heads, tiles(n.T, kTile)), dim3(kBlockThreads), bytes, heads_of<S>(out), heads_of<T>(lse),
+             heads_of<const S>(q), heads_of<const S>(k), heads_of<const S>(v), n, s);
       done = true;
     });
   }
-  if (!done)
+  if (done) return;
+  if constexpr (std::is_same_v<S, T>) {
     launch(&forward_rowwise_kernel<T>, dim3(heads, tiles(n.T, kWarps)), dim3(kThreads), 0, heads_of<T>(out),
            heads_of<T>(lse), heads_of<const T>(q), heads_of<const T>(k), heads_of<const T>(v), n, s);
+  } else {  // bfloat16: widen, run the float32 kernel, round the output once
+    const Float32Copy q32(backend, q), k32(backend, k), v32(backend, v), out32(backend, out);
+    backend.copy(q32.view(), q);
+    backend.copy(k32.view(), k);
+    backend.copy(v32.view(), v);
+    run_forward<float, float>(backend, out32.view(), lse, q32.view(), k32.view(), v32.view(), n, scale);
+    backend.copy(out, out32.view());
+  }
 }
 
-template <class T>
+template <class T, class S>
 void run_backward(CudaBackend& backend, const TensorView& grad_q, const TensorView& grad_k, const TensorView& grad_v,
                   const TensorView& grad_out, const TensorView& q, const TensorView& k, const TensorView& v,
                   const TensorView& out, const TensorView& lse, const Dims& n, double scale) {
   const int B = int(q.shape[0]);
   const T s = static_cast<T>(scale);
+  const unsigned kv_heads = unsigned(B * n.Hkv), heads = unsigned(B * n.H);
+  bool blocked = false;
+  if (n.D <= 128)
+    with_head_cols_per_thread(n.D, [&](auto dpt) {
+      constexpr int DPT = decltype(dpt)::value;
+      blocked = blocked_kernels_fit(n.D, blocked_shared_bytes<T, DPT>(4, 2, /*row_values=*/true)) &&
+                blocked_kernels_fit(n.D, blocked_shared_bytes<T, DPT>(4, 1));
+    });
+  if constexpr (!std::is_same_v<S, T>) {
+    if (!blocked) {  // bfloat16 on the row-per-warp kernels: widened, as in the forward
+      const Float32Copy q32(backend, q), k32(backend, k), v32(backend, v), o32(backend, out), g32(backend, grad_out);
+      const Float32Copy dq32(backend, grad_q), dk32(backend, grad_k), dv32(backend, grad_v);
+      backend.copy(q32.view(), q);
+      backend.copy(k32.view(), k);
+      backend.copy(v32.view(), v);
+      backend.copy(o32.view(), out);
+      backend.copy(g32.view(), grad_out);
+      run_backward<float, float>(backend, dq32.view(), dk32.view(), dv32.view(), g32.view(), q32.view(), k32.view(),
+                                 v32.view(), o32.view(), lse, n, scale);
+      backend.copy(grad_q, dq32.view());
+      backend.copy(grad_k, dk32.view());
+      backend.copy(grad_v, dv32.view());
+      return;
+    }
+  }
   // Δ [B, H, T] = rowwise dO·O, from the caching allocator (freed after the launches: stream order)
   const size_t delta_bytes = sizeof(T) * size_t(B) * size_t(n.H) * size_t(n.T);
   const ScratchBuffer buffer(backend, delta_bytes);
   const T* delta = buffer.as<const T>();
   const int64_t rows = int64_t(B) * n.H * n.T;
-  launch(&delta_kernel<T>, dim3(blocks_for(rows, kWarps)), dim3(kThreads), 0, buffer.as<T>(),
-         heads_of<const T>(grad_out), heads_of<const T>(out), B, n);
+  launch(&delta_kernel<T, S>, dim3(blocks_for(rows, kWarps)), dim3(kThreads), 0, buffer.as<T>(),
+         heads_of<const S>(grad_out), heads_of<const S>(out), B, n);
 
-  const unsigned kv_heads = unsigned(B * n.Hkv), heads = unsigned(B * n.H);
-  bool done = false;
-  if (n.D <= 128) {
+  if (blocked) {
     with_head_cols_per_thread(n.D, [&](auto dpt) {
       constexpr int DPT = decltype(dpt)::value;
       const size_t key_bytes = blocked_shared_bytes<T, DPT>(4, 2, /*row_values=*/true);
       const size_t query_bytes = blocked_shared_bytes<T, DPT>(4, 1);
-      if (!blocked_kernels_fit(n.D, key_bytes) || !blocked_kernels_fit(n.D, query_bytes)) return;
       // dK, dV: one block per (b, kv head, key tile); dQ: one block per (b, head, query tile)
-      auto* key_kernel = &key_grad_kernel<T, DPT>;
+      auto* key_kernel = &key_grad_kernel<T, DPT, S>;
       allow_shared_bytes(key_kernel, key_bytes);
-      launch(key_kernel, dim3(kv_heads, tiles(n.T, kTile)), dim3(kBlockThreads), key_bytes, heads_of<T>(grad_k),
-             heads_of<T>(grad_v), heads_of<const T>(grad_out), heads_of<const T>(q), heads_of<const T>(k),
-             heads_of<const T>(v), heads_of<const T>(lse), delta, n, s);
-      auto* query_kernel = &query_grad_kernel<T, DPT>;
+      launch(key_kernel, dim3(kv_heads, tiles(n.T, kTile)), dim3(kBlockThreads), key_bytes, heads_of<S>(grad_k),
+             heads_of<S>(grad_v), heads_of<const S>(grad_out), heads_of<const S>(q), heads_of<const S>(k),
+             heads_of<const S>(v), heads_of<const T>(lse), delta, n, s);
+      auto* query_kernel = &query_grad_kernel<T, DPT, S>;
       allow_shared_bytes(query_kernel, query_bytes);
-      launch(query_kernel, dim3(heads, tiles(n.T, kTile)), dim3(kBlockThreads), query_bytes, heads_of<T>(grad_q),
-             heads_of<const T>(grad_out), heads_of<const T>(q), heads_of<const T>(k), heads_of<const T>(v),
+      launch(query_kernel, dim3(heads, tiles(n.T, kTile)), dim3(kBlockThreads), query_bytes, heads_of<S>(grad_q),
+             heads_of<const S>(grad_out), heads_of<const S>(q), heads_of<const S>(k), heads_of<const S>(v),
              heads_of<const T>(lse), delta, n, s);
-      done = true;
     });
+    return;
   }
-  if (done) return;
-  launch(&key_grad_rowwise_kernel<T>, dim3(kv_heads, tiles(n.T, kWarps)), dim3(kThreads), 0, heads_of<T>(grad_k),
-         heads_of<T>(grad_v), heads_of<const T>(grad_out), heads_of<const T>(q), heads_of<const T>(k),
-         heads_of<const T>(v), heads_of<const T>(lse), delta, n, s);
-  launch(&query_grad_rowwise_kernel<T>, dim3(heads, tiles(n.T, kWarps)), dim3(kThreads), 0, heads_of<T>(grad_q),
-         heads_of<const T>(grad_out), heads_of<const T>(q), heads_of<const T>(k), heads_of<const T>(v),
-         heads_of<const T>(lse), delta, n, s);
+  if constexpr (std::is_same_v<S, T>) {
+    launch(&key_grad_rowwise_kernel<T>, dim3(kv_heads, tiles(n.T, kWarps)), dim3(kThreads), 0, heads_of<T>(grad_k),
+           heads_of<T>(grad_v), heads_of<const T>(grad_out), heads_of<const T>(q), heads_of<const T>(k),
+           heads_of<const T>(v), heads_of<const T>(lse), delta, n, s);
+    launch(&query_grad_rowwise_kernel<T>, dim3(heads, tiles(n.T, kWarps)), dim3(kThreads), 0, heads_of<T>(grad_q),
+           heads_of<const T>(grad_out), heads_of<const T>(q), heads_of<const T>(k), heads_of<const T>(v),
+           heads_of<const T>(lse), delta, n, s);
+  }
 }
 
 }  // namespace
+
+void allow_kernel_shared_bytes(const void* kernel, size_t bytes) {
+#if defined(TAPEGRAD_CUDA_EMULATED)
+  (void)kernel, (void)bytes;
+#else
+  if (bytes <= 48 * 1024) return;
+  static std::mutex mu;
+  static std::vector<std::pair<const void*, size_t>> granted;  // kernel → bytes already allowed
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& [kern, allowed] : granted)
+    if (kern == kernel) {
+      if (bytes <= allowed) return;
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
+            "causal_attention: cudaFuncSetAttribute");
+      allowed = bytes;
+      return;
+    }
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
+        "causal_attention: cudaFuncSetAttribute");
+  granted.emplace_back(kernel, bytes);
+#endif
+}
 
 void CudaBackend::causal_attention(const TensorView& out, const TensorView& lse, const TensorView& q,
                                    const TensorView& k, const TensorView& v, double scale) {
   const Dims n = check_attention_views("causal_attention", q, k, {&out}, {&v}, lse, /*longer_keys=*/true);
   if (q.shape[0] == 0 || n.H == 0 || n.T == 0) return;  // no rows (D = 0 still writes lse = log(t + 1))
-  if (q.dtype == DType::Float32)
-    run_forward<float>(out, lse, q, k, v, n, scale);
+  if (q.dtype == DType::BFloat16 && flash_tc_takes_forward(q, k, v))
+    flash_tc_forward(out, lse, q, k, v, scale);
+  else if (q.dtype == DType::BFloat16)
+    run_forward<float, bfloat16>(*this, out, lse, q, k, v, n, scale);
+  else if (q.dtype == DType::Float32)
+    run_forward<float, float>(*this, out, lse, q, k, v, n, scale);
   else
-    run_forward<double>(out, lse, q, k, v, n, scale);
+    run_forward<double, double>(*this, out, lse, q, k, v, n, scale);
 }
 
 void CudaBackend::causal_attention_backward(const TensorView& grad_q, const TensorView& grad_k,
@@ -832,10 +895,14 @@ void CudaBackend::causal_attention_backward(const TensorView& grad_q, const Tens
   const Dims n = check_attention_views("causal_attention_backward", q, k, {&grad_q, &grad_out, &out},
                                        {&grad_k, &grad_v, &v}, lse, /*longer_keys=*/false);
   if (q.shape[0] == 0 || n.H == 0 || n.T == 0 || n.D == 0) return;  // every gradient is empty
-  if (q.dtype == DType::Float32)
-    run_backward<float>(*this, grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse, n, scale);
+  if (q.dtype == DType::BFloat16 && flash_tc_takes_backward(q, k, v, grad_out, out))
+    flash_tc_backward(*this, grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse, scale);
+  else if (q.dtype == DType::BFloat16)
+    run_backward<float, bfloat16>(*this, grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse, n, scale);
+  else if (q.dtype == DType::Float32)
+    run_backward<float, float>(*this, grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse, n, scale);
   else
-    run_backward<double>(*this, grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse, n, scale);
+    run_backward<double, double>(*this, grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse, n, scale);
 }
 
 }  // namespace tapegrad::kernels::cuda

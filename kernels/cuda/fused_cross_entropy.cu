@@ -19,6 +19,12 @@
 // Kernel 1 (one block) counts N_valid and forms scale = g/N_valid on the device (g read there);
 // kernel 2 writes each row (a row group per row, as the forward). For float32, x − lse is formed
 // as (x − hi) − lo with hi = float(lse), lo = float(lse − hi), exactly as the CPU backend does.
+//
+// bfloat16 logits (Backend::native_bf16) are read as they are — one pass, never a float32 [N, V] copy:
+// S (Stored) is the storage type, T = compute_t<S> (float32) the type of every exp and of the loss and
+// grad_loss (the float32 statistic, autograd/ops/op_util.h); lse stays float64. The backward reads the
+// bfloat16 logits and writes bfloat16 grad_logits, each element rounded once. The values are the float32
+// kernel's on the same logits: what the bf16 bridge computed with two extra passes and a float32 [N, V] copy.
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -43,9 +49,9 @@ __device__ inline bool target_in_range(int64_t t, int64_t V) { return t >= 0 && 
 // ---- forward ----
 
 // logits [N, V] at strides (row_stride, col_stride; col_stride == 1 when Contig).
-template <class T, class Index, bool WarpRows, bool Contig>
+template <class Stored, class Index, bool WarpRows, bool Contig, class T = cpu::compute_t<Stored>>
 __global__ void cross_entropy_rows_kernel(double* TG_RESTRICT lse, int64_t lse_stride, double* TG_RESTRICT row_loss,
-                                          const T* TG_RESTRICT logits, int64_t row_stride, int64_t col_stride,
+                                          const Stored* TG_RESTRICT logits, int64_t row_stride, int64_t col_stride,
                                           const Index* TG_RESTRICT targets, int64_t target_stride, int64_t N,
                                           int64_t V, int64_t ignore_index, DeviceErrorRecord* errors) {
   __shared__ double scratch[32];
@@ -58,7 +64,7 @@ __global__ void cross_entropy_rows_kernel(double* TG_RESTRICT lse, int64_t lse_s
     const bool active = i < N;
     const int64_t t = active ? static_cast<int64_t>(targets[i * target_stride]) : ignore_index;
     const bool valid = active && t != ignore_index && target_in_range(t, V);
-    const T* row = logits + (active ? i : 0) * row_stride;
+    const Stored* row = logits + (active ? i : 0) * row_stride;
     // This thread's share: running max m and s = Σ exp(x − m), taken kBatch elements at a time (their
     // loads are in flight together; −inf pads the last batch). −inf adds nothing; NaN makes s NaN.
     T m = -tinf;
@@ -67,7 +73,7 @@ __global__ void cross_entropy_rows_kernel(double* TG_RESTRICT lse, int64_t lse_s
       const int64_t step = group.size();
       for (int64_t j0 = group.rank(); j0 < V; j0 += kBatch * step) {
         T v[kBatch];
-        for (int u = 0; u < kBatch; ++u) v[u] = j0 + u * step < V ? row[(j0 + u * step) * cs] : -tinf;
+        for (int u = 0; u < kBatch; ++u) v[u] = j0 + u * step < V ? T(row[(j0 + u * step) * cs]) : -tinf;
         T batch_max = -tinf;  // max of the batch, skipping NaN
         for (int u = 0; u < kBatch; ++u) batch_max = v[u] > batch_max ? v[u] : batch_max;
         if (batch_max > m) {  // a new running max: rescale what was summed (s·0 = 0 when m was −inf)
@@ -92,7 +98,7 @@ __global__ void cross_entropy_rows_kernel(double* TG_RESTRICT lse, int64_t lse_s
         else
           l = M + std::log(S);
         lse[i * lse_stride] = l;
-        row_loss[i] = l - double(row[t * cs]);
+        row_loss[i] = l - double(T(row[t * cs]));
       } else {
         row_loss[i] = 0.0;
         if (t == ignore_index)
@@ -141,9 +147,9 @@ __global__ void cross_entropy_scale_kernel(T* scale, const T* grad_loss, const I
 }
 
 // dx_ij = exp((x_ij − hi) − lo)·scale − [j = t_i]·scale on valid rows, 0 on ignored rows.
-template <class T, class Index, bool WarpRows, bool Contig>
-__global__ void cross_entropy_backward_kernel(T* TG_RESTRICT dx, int64_t dx_row_stride, int64_t dx_col_stride,
-                                              const T* TG_RESTRICT logits, int64_t row_stride, int64_t col_stride,
+template <class S, class Index, bool WarpRows, bool Contig, class T = cpu::compute_t<S>>
+__global__ void cross_entropy_backward_kernel(S* TG_RESTRICT dx, int64_t dx_row_stride, int64_t dx_col_stride,
+                                              const S* TG_RESTRICT logits, int64_t row_stride, int64_t col_stride,
                                               const Index* TG_RESTRICT targets, int64_t target_stride,
                                               const double* TG_RESTRICT lse, int64_t lse_stride, const T* scale_ptr,
                                               int64_t N, int64_t V, int64_t ignore_index,
@@ -155,22 +161,22 @@ __global__ void cross_entropy_backward_kernel(T* TG_RESTRICT dx, int64_t dx_row_
     const int64_t i = base + group.slot();
     if (i >= N) continue;  // no barrier or shuffle in this kernel: groups may skip
     const int64_t t = static_cast<int64_t>(targets[i * target_stride]);
-    T* drow = dx + i * dx_row_stride;
+    S* drow = dx + i * dx_row_stride;
     if (t == ignore_index) {
-      for (int64_t j = group.rank(); j < V; j += group.size()) drow[j * dcs] = T(0);
+      for (int64_t j = group.rank(); j < V; j += group.size()) drow[j * dcs] = S(T(0));
       continue;
     }
     if (!target_in_range(t, V)) {
       if (group.rank() == 0) report_bad_index(errors, DeviceErrorCode::CrossEntropyTarget, t, V, i);
       continue;
     }
-    const T* row = logits + i * row_stride;
+    const S* row = logits + i * row_stride;
     const double l = lse[i * lse_stride];
     const T hi = T(l), lo = T(l - double(hi));
     for (int64_t j = group.rank(); j < V; j += group.size()) {
-      T d = fn::exp_((row[j * cs] - hi) - lo) * scale;
+      T d = fn::exp_((T(row[j * cs]) - hi) - lo) * scale;
       if (j == t) d -= scale;
-      drow[j * dcs] = d;
+      drow[j * dcs] = S(d);
     }
   }
 }
@@ -187,6 +193,9 @@ void check_views(const char* op, const TensorView& logits, const TensorView& tar
   TG_CHECK(lse.ndim() == 1 && lse.shape[0] == logits.shape[0] && lse.dtype == DType::Float64,
            "{}: lse must be float64 [N], got {} {}", op, lse.dtype, lse.shape);
 }
+
+// The dtype of the loss and grad_loss: float32 for bfloat16 logits (autograd/ops/op_util.h), else the logits'.
+DType statistic_dtype(DType logits) { return logits == DType::BFloat16 ? DType::Float32 : logits; }
 
 // Calls f(Index{}) with the C++ type of the targets.
 template <class F>
@@ -214,21 +223,23 @@ void CudaBackend::cross_entropy(const TensorView& loss, const TensorView& lse, c
                                 const TensorView& targets, int64_t ignore_index) {
   const char* op = "cross_entropy";
   check_views(op, logits, targets, lse);
-  TG_CHECK(loss.numel() == 1 && loss.dtype == logits.dtype, "{}: loss must be one {} element", op, logits.dtype);
+  const DType stat = statistic_dtype(logits.dtype);
+  TG_CHECK(loss.numel() == 1 && loss.dtype == stat, "{}: loss must be one {} element", op, stat);
   const int64_t N = logits.shape[0], V = logits.shape[1];
   ScratchBuffer row_loss(*this, static_cast<size_t>(N) * sizeof(double));
-  cpu::dispatch_floating(logits.dtype, op, [&](auto tag) {
-    using T = decltype(tag);
+  cpu::dispatch_floating_storage(logits.dtype, op, [&](auto tag) {
+    using S = decltype(tag);
+    using T = cpu::compute_t<S>;
     dispatch_index(targets.dtype, [&](auto index_tag) {
       using Index = decltype(index_tag);
-      const T* x = static_cast<const T*>(logits.data);
+      const S* x = static_cast<const S*>(logits.data);
       const Index* tp = static_cast<const Index*>(targets.data);
       double* lp = static_cast<double*>(lse.data);
       const int64_t rs = logits.strides[0], cs = logits.strides[1], ts = targets.strides[0], ls = lse.strides[0];
       auto rows = [&](auto warp_rows, auto contig) {
         constexpr bool W = decltype(warp_rows)::value, C = decltype(contig)::value;
         launch_rows<W>(N, V, [&](unsigned blocks, int threads) {
-          launch(cross_entropy_rows_kernel<T, Index, W, C>, dim3(blocks), dim3(threads), 0, lp, ls,
+          launch(cross_entropy_rows_kernel<S, Index, W, C>, dim3(blocks), dim3(threads), 0, lp, ls,
                  row_loss.as<double>(), x, rs, cs, tp, ts, N, V, ignore_index, device_error_record());
         });
       };
@@ -255,17 +266,18 @@ void CudaBackend::cross_entropy_backward(const TensorView& grad_logits, const Te
   TG_CHECK(grad_logits.shape == logits.shape && grad_logits.dtype == logits.dtype,
            "{}: grad_logits {} {} must match logits {} {}", op, grad_logits.dtype, grad_logits.shape, logits.dtype,
            logits.shape);
-  TG_CHECK(grad_loss.numel() == 1 && grad_loss.dtype == logits.dtype, "{}: grad_loss must be one {} element", op,
-           logits.dtype);
+  const DType stat = statistic_dtype(logits.dtype);
+  TG_CHECK(grad_loss.numel() == 1 && grad_loss.dtype == stat, "{}: grad_loss must be one {} element", op, stat);
   const int64_t N = logits.shape[0], V = logits.shape[1];
   if (N == 0) return;
-  cpu::dispatch_floating(logits.dtype, op, [&](auto tag) {
-    using T = decltype(tag);
+  cpu::dispatch_floating_storage(logits.dtype, op, [&](auto tag) {
+    using S = decltype(tag);
+    using T = cpu::compute_t<S>;
     ScratchBuffer scale(*this, sizeof(T));
     dispatch_index(targets.dtype, [&](auto index_tag) {
       using Index = decltype(index_tag);
-      const T* x = static_cast<const T*>(logits.data);
-      T* dx = static_cast<T*>(grad_logits.data);
+      const S* x = static_cast<const S*>(logits.data);
+      S* dx = static_cast<S*>(grad_logits.data);
       const Index* tp = static_cast<const Index*>(targets.data);
       const double* lp = static_cast<const double*>(lse.data);
       const int64_t rs = logits.strides[0], cs = logits.strides[1], ts = targets.strides[0], ls = lse.strides[0];
@@ -275,7 +287,7 @@ void CudaBackend::cross_entropy_backward(const TensorView& grad_logits, const Te
       auto rows = [&](auto warp_rows, auto contig) {
         constexpr bool W = decltype(warp_rows)::value, C = decltype(contig)::value;
         launch_rows<W>(N, V, [&](unsigned blocks, int threads) {
-          launch(cross_entropy_backward_kernel<T, Index, W, C>, dim3(blocks), dim3(threads), 0, dx, drs, dcs, x, rs,
+          launch(cross_entropy_backward_kernel<S, Index, W, C>, dim3(blocks), dim3(threads), 0, dx, drs, dcs, x, rs,
                  cs, tp, ts, lp, ls, scale.as<T>(), N, V, ignore_index, device_error_record());
         });
       };

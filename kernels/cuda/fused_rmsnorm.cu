@@ -11,6 +11,8 @@
 // row chunks), gives each thread one column and one chunk of rows, summed in double in row order
 // into partial [chunks, C]; kernel B sums the chunks of each column in order and writes dw (with a
 // single chunk, kernel A writes dw itself). The chunking depends only on the shape.
+// bfloat16 (Backend::native_bf16): x, w, y, g, dx, dw bfloat16 (S), rstd float32 (T = compute_t<S>, the
+// statistic): every load widens exactly, the math is the float32 kernel's, each output is rounded once.
 #include <cmath>
 #include <type_traits>
 
@@ -33,9 +35,9 @@ constexpr int64_t kTargetDwBlocks = 1024;
 // ---- forward ----
 
 // y [R, C], x [R, C], w [C], rstd [R] at their strides (column strides 1 when Contig).
-template <class T, bool WarpRows, bool Contig>
-__global__ void rms_norm_kernel(T* TG_RESTRICT y, int64_t ys0, int64_t ys1, T* TG_RESTRICT rstd, int64_t rs,
-                                const T* TG_RESTRICT x, int64_t xs0, int64_t xs1, const T* TG_RESTRICT w, int64_t ws,
+template <class S, bool WarpRows, bool Contig, class T = cpu::compute_t<S>>
+__global__ void rms_norm_kernel(S* TG_RESTRICT y, int64_t ys0, int64_t ys1, T* TG_RESTRICT rstd, int64_t rs,
+                                const S* TG_RESTRICT x, int64_t xs0, int64_t xs1, const S* TG_RESTRICT w, int64_t ws,
                                 int64_t R, int64_t C, double eps) {
   __shared__ double scratch[32];
   const RowGroup<WarpRows> group{};
@@ -43,25 +45,28 @@ __global__ void rms_norm_kernel(T* TG_RESTRICT y, int64_t ys0, int64_t ys1, T* T
   for (int64_t base = group.first_row(); base < R; base += group.row_step()) {
     const int64_t i = base + group.slot();
     const bool active = i < R;  // every thread still joins the reduction
-    const T* xr = x + (active ? i : 0) * xs0;
+    const S* xr = x + (active ? i : 0) * xs0;
     double ss = 0;
     if (active)
-      for (int64_t j = group.rank(); j < C; j += group.size()) ss += double(xr[j * ox]) * double(xr[j * ox]);
+      for (int64_t j = group.rank(); j < C; j += group.size()) {
+        const double v = double(T(xr[j * ox]));
+        ss += v * v;
+      }
     ss = group.sum(ss, scratch);
     if (!active) continue;
     const T r = T(1.0 / std::sqrt(ss / double(C) + eps));
-    T* yr = y + i * ys0;
-    for (int64_t j = group.rank(); j < C; j += group.size()) yr[j * oy] = xr[j * ox] * r * w[j * ow];
+    S* yr = y + i * ys0;
+    for (int64_t j = group.rank(); j < C; j += group.size()) yr[j * oy] = S(T(xr[j * ox]) * r * T(w[j * ow]));
     if (group.rank() == 0) rstd[i * rs] = r;
   }
 }
 
 // ---- backward: dx ----
 
-template <class T, bool WarpRows, bool Contig>
-__global__ void rms_norm_backward_x_kernel(T* TG_RESTRICT dx, int64_t ds0, int64_t ds1, const T* TG_RESTRICT g,
-                                           int64_t gs0, int64_t gs1, const T* TG_RESTRICT x, int64_t xs0, int64_t xs1,
-                                           const T* TG_RESTRICT w, int64_t ws, const T* TG_RESTRICT rstd, int64_t rs,
+template <class S, bool WarpRows, bool Contig, class T = cpu::compute_t<S>>
+__global__ void rms_norm_backward_x_kernel(S* TG_RESTRICT dx, int64_t ds0, int64_t ds1, const S* TG_RESTRICT g,
+                                           int64_t gs0, int64_t gs1, const S* TG_RESTRICT x, int64_t xs0, int64_t xs1,
+                                           const S* TG_RESTRICT w, int64_t ws, const T* TG_RESTRICT rstd, int64_t rs,
                                            int64_t R, int64_t C) {
   __shared__ double scratch[32];
   const RowGroup<WarpRows> group{};
@@ -70,20 +75,20 @@ __global__ void rms_norm_backward_x_kernel(T* TG_RESTRICT dx, int64_t ds0, int64
     const int64_t i = base + group.slot();
     const bool active = i < R;
     const int64_t row = active ? i : 0;
-    const T* xr = x + row * xs0;
-    const T* gr = g + row * gs0;
+    const S* xr = x + row * xs0;
+    const S* gr = g + row * gs0;
     double dot = 0;  // Σ_j gw_j·x_j
     if (active)
       for (int64_t j = group.rank(); j < C; j += group.size())
-        dot += double(gr[j * og] * w[j * ow]) * double(xr[j * ox]);
+        dot += double(T(gr[j * og]) * T(w[j * ow])) * double(T(xr[j * ox]));
     dot = group.sum(dot, scratch);
     if (!active) continue;
     const T r = rstd[i * rs];
     const double rd = double(r);
     const T k = T(rd * rd * rd * dot / double(C));  // r³·mean(gw⊙x)
-    T* dr = dx + i * ds0;
+    S* dr = dx + i * ds0;
     for (int64_t j = group.rank(); j < C; j += group.size())
-      dr[j * od] = r * (gr[j * og] * w[j * ow]) - xr[j * ox] * k;
+      dr[j * od] = S(r * (T(gr[j * og]) * T(w[j * ow])) - T(xr[j * ox]) * k);
   }
 }
 
@@ -91,9 +96,9 @@ __global__ void rms_norm_backward_x_kernel(T* TG_RESTRICT dx, int64_t ds0, int64
 
 // Block (column tile blockIdx.x, row chunk blockIdx.y): one column per thread, the chunk's rows in
 // order. With one chunk the sum is the result (written to dw), else it goes to partial [chunks, C].
-template <class T, bool Contig>
-__global__ void rms_norm_backward_w_kernel(T* TG_RESTRICT dw, int64_t dws, double* TG_RESTRICT partial,
-                                           const T* TG_RESTRICT g, int64_t gs0, int64_t gs1, const T* TG_RESTRICT x,
+template <class S, bool Contig, class T = cpu::compute_t<S>>
+__global__ void rms_norm_backward_w_kernel(S* TG_RESTRICT dw, int64_t dws, double* TG_RESTRICT partial,
+                                           const S* TG_RESTRICT g, int64_t gs0, int64_t gs1, const S* TG_RESTRICT x,
                                            int64_t xs0, int64_t xs1, const T* TG_RESTRICT rstd, int64_t rs, int64_t R,
                                            int64_t C, int64_t chunk_rows) {
   const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -102,25 +107,37 @@ __global__ void rms_norm_backward_w_kernel(T* TG_RESTRICT dw, int64_t dws, doubl
   const int64_t r0 = int64_t(blockIdx.y) * chunk_rows;
   const int64_t r1 = r0 + chunk_rows < R ? r0 + chunk_rows : R;
   double acc = 0;
-  for (int64_t i = r0; i < r1; ++i) acc += double(g[i * gs0 + j * og]) * double(x[i * xs0 + j * ox]) * double(rstd[i * rs]);
+  for (int64_t i = r0; i < r1; ++i)
+    acc += double(T(g[i * gs0 + j * og])) * double(T(x[i * xs0 + j * ox])) * double(rstd[i * rs]);
   if (gridDim.y == 1)
-    dw[j * dws] = T(acc);
+    dw[j * dws] = S(T(acc));
   else
     partial[int64_t(blockIdx.y) * C + j] = acc;
 }
 
 // dw_j = Σ_c partial[c, j] in chunk order (0 when there are no rows).
-template <class T>
-__global__ void rms_norm_sum_chunks_kernel(T* TG_RESTRICT dw, int64_t dws, const double* TG_RESTRICT partial,
+template <class S, class T = cpu::compute_t<S>>
+__global__ void rms_norm_sum_chunks_kernel(S* TG_RESTRICT dw, int64_t dws, const double* TG_RESTRICT partial,
                                            int64_t chunks, int64_t C) {
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < C; j += int64_t(gridDim.x) * blockDim.x) {
     double s = 0;
     for (int64_t c = 0; c < chunks; ++c) s += partial[c * C + j];
-    dw[j * dws] = T(s);
+    dw[j * dws] = S(T(s));
   }
 }
 
 // ---- host side ----
+
+// The statistic rstd's dtype: float32 for bfloat16 x, else x's (autograd/ops/op_util.h).
+DType statistic_dtype(DType x) { return x == DType::BFloat16 ? DType::Float32 : x; }
+// rstd as the shared checks (kernels/fused_args.h, of x's dtype) see it, once its own dtype is checked.
+TensorView checked_rstd(const char* op, const TensorView& rstd, const TensorView& x) {
+  TG_CHECK(rstd.dtype == statistic_dtype(x.dtype), "{}: rstd must be {} for {} x, got {}", op,
+           statistic_dtype(x.dtype), x.dtype, rstd.dtype);
+  TensorView as_x = rstd;
+  as_x.dtype = x.dtype;
+  return as_x;
+}
 
 // Calls f(WarpRows, Contig) as std::integral_constants with the grid and block of the row kernels.
 template <class F>
@@ -142,18 +159,19 @@ void launch_row_kernel(int64_t R, int64_t C, bool contig, F&& f) {
 void CudaBackend::rms_norm(const TensorView& y, const TensorView& rstd, const TensorView& x, const TensorView& weight,
                            double eps) {
   const char* op = "rms_norm";
-  check_rms_norm_args(op, x, weight, rstd);
+  check_rms_norm_args(op, x, weight, checked_rstd(op, rstd, x));
   TG_CHECK(y.shape == x.shape && y.dtype == x.dtype, "{}: y {} {} must match x {} {}", op, y.dtype, y.shape, x.dtype,
            x.shape);
-  cpu::dispatch_floating(x.dtype, op, [&](auto tag) {
-    using T = decltype(tag);
+  cpu::dispatch_floating_storage(x.dtype, op, [&](auto tag) {
+    using S = decltype(tag);
+    using T = cpu::compute_t<S>;
     const int64_t R = x.shape[0], C = x.shape[1];
     const bool contig = x.strides[1] == 1 && y.strides[1] == 1 && weight.strides[0] == 1;
     launch_row_kernel(R, C, contig, [&](auto warp_rows, auto contiguous, unsigned blocks, int threads) {
       constexpr bool W = decltype(warp_rows)::value, Ct = decltype(contiguous)::value;
-      launch(rms_norm_kernel<T, W, Ct>, dim3(blocks), dim3(threads), 0, static_cast<T*>(y.data), y.strides[0],
-             y.strides[1], static_cast<T*>(rstd.data), rstd.strides[0], static_cast<const T*>(x.data), x.strides[0],
-             x.strides[1], static_cast<const T*>(weight.data), weight.strides[0], R, C, eps);
+      launch(rms_norm_kernel<S, W, Ct>, dim3(blocks), dim3(threads), 0, static_cast<S*>(y.data), y.strides[0],
+             y.strides[1], static_cast<T*>(rstd.data), rstd.strides[0], static_cast<const S*>(x.data), x.strides[0],
+             x.strides[1], static_cast<const S*>(weight.data), weight.strides[0], R, C, eps);
     });
   });
 }
@@ -161,26 +179,27 @@ void CudaBackend::rms_norm(const TensorView& y, const TensorView& rstd, const Te
 void CudaBackend::rms_norm_backward(const TensorView& grad_x, const TensorView& grad_weight, const TensorView& grad_y,
                                     const TensorView& x, const TensorView& weight, const TensorView& rstd) {
   const char* op = "rms_norm backward";
-  check_rms_norm_backward_args(op, grad_x, grad_weight, grad_y, x, weight, rstd);
+  check_rms_norm_backward_args(op, grad_x, grad_weight, grad_y, x, weight, checked_rstd(op, rstd, x));
   const bool want_x = grad_x.data != nullptr, want_w = grad_weight.data != nullptr;
-  cpu::dispatch_floating(x.dtype, op, [&](auto tag) {
-    using T = decltype(tag);
+  cpu::dispatch_floating_storage(x.dtype, op, [&](auto tag) {
+    using S = decltype(tag);
+    using T = cpu::compute_t<S>;
     const int64_t R = x.shape[0], C = x.shape[1];
-    const T* xp = static_cast<const T*>(x.data);
-    const T* gp = static_cast<const T*>(grad_y.data);
+    const S* xp = static_cast<const S*>(x.data);
+    const S* gp = static_cast<const S*>(grad_y.data);
     const T* rp = static_cast<const T*>(rstd.data);
     if (want_x) {
       const bool contig = x.strides[1] == 1 && grad_y.strides[1] == 1 && weight.strides[0] == 1 &&
                           grad_x.strides[1] == 1;
       launch_row_kernel(R, C, contig, [&](auto warp_rows, auto contiguous, unsigned blocks, int threads) {
         constexpr bool W = decltype(warp_rows)::value, Ct = decltype(contiguous)::value;
-        launch(rms_norm_backward_x_kernel<T, W, Ct>, dim3(blocks), dim3(threads), 0, static_cast<T*>(grad_x.data),
+        launch(rms_norm_backward_x_kernel<S, W, Ct>, dim3(blocks), dim3(threads), 0, static_cast<S*>(grad_x.data),
                grad_x.strides[0], grad_x.strides[1], gp, grad_y.strides[0], grad_y.strides[1], xp, x.strides[0],
-               x.strides[1], static_cast<const T*>(weight.data), weight.strides[0], rp, rstd.strides[0], R, C);
+               x.strides[1], static_cast<const S*>(weight.data), weight.strides[0], rp, rstd.strides[0], R, C);
       });
     }
     if (want_w && C > 0) {
-      T* dw = static_cast<T*>(grad_weight.data);
+      S* dw = static_cast<S*>(grad_weight.data);
       const int64_t dws = grad_weight.strides[0];
       const int threads = threads_for_row(C, kColumnThreads);
       const int64_t column_blocks = (C + threads - 1) / threads;
@@ -189,7 +208,7 @@ void CudaBackend::rms_norm_backward(const TensorView& grad_x, const TensorView& 
       const int64_t max_chunks = (R + kMinChunkRows - 1) / kMinChunkRows;
       chunks = chunks < 1 ? 1 : (chunks > max_chunks ? max_chunks : chunks);
       if (R == 0) {  // no rows: dw = 0
-        launch(rms_norm_sum_chunks_kernel<T>, dim3(blocks_for(C, threads)), dim3(threads), 0, dw, dws,
+        launch(rms_norm_sum_chunks_kernel<S>, dim3(blocks_for(C, threads)), dim3(threads), 0, dw, dws,
                static_cast<const double*>(nullptr), int64_t{0}, C);
         return;
       }
@@ -199,15 +218,15 @@ void CudaBackend::rms_norm_backward(const TensorView& grad_x, const TensorView& 
       const bool contig = x.strides[1] == 1 && grad_y.strides[1] == 1;
       const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(chunks));
       if (contig)
-        launch(rms_norm_backward_w_kernel<T, true>, grid, dim3(threads), 0, dw, dws, partial.as<double>(), gp,
+        launch(rms_norm_backward_w_kernel<S, true>, grid, dim3(threads), 0, dw, dws, partial.as<double>(), gp,
                grad_y.strides[0], grad_y.strides[1], xp, x.strides[0], x.strides[1], rp, rstd.strides[0], R, C,
                chunk_rows);
       else
-        launch(rms_norm_backward_w_kernel<T, false>, grid, dim3(threads), 0, dw, dws, partial.as<double>(), gp,
+        launch(rms_norm_backward_w_kernel<S, false>, grid, dim3(threads), 0, dw, dws, partial.as<double>(), gp,
                grad_y.strides[0], grad_y.strides[1], xp, x.strides[0], x.strides[1], rp, rstd.strides[0], R, C,
                chunk_rows);
       if (chunks > 1)
-        launch(rms_norm_sum_chunks_kernel<T>, dim3(blocks_for(C, threads)), dim3(threads), 0, dw, dws,
+        launch(rms_norm_sum_chunks_kernel<S>, dim3(blocks_for(C, threads)), dim3(threads), 0, dw, dws,
                static_cast<const double*>(partial.as<double>()), chunks, C);
     }
   });

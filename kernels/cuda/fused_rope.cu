@@ -10,6 +10,8 @@
 // addresses row·D directly, else an Indexer over the dims before D gives both row offsets.
 // A position outside [0, P) is reported through the device error record (thrown at the next
 // synchronisation) and its pairs are not written.
+// bfloat16 (Backend::native_bf16): in, out and the tables are bfloat16 (S), the rotation is computed in
+// float32 (C = compute_t<S>) and each output rounded once on the store, as the bf16 bridge does.
 #include <type_traits>
 
 #include "kernels/cpu/dispatch.h"
@@ -23,9 +25,9 @@ namespace {
 constexpr int kThreads = 256;
 
 // Operands of ix: 0 out, 1 in (over the row shape in.shape[:-1]).
-template <class T, class Index, bool Contig>
-__global__ void rope_kernel(T* TG_RESTRICT out, const T* TG_RESTRICT in, Indexer<2> ix, const T* TG_RESTRICT cos_table,
-                            const T* TG_RESTRICT sin_table, const Index* TG_RESTRICT positions,
+template <class S, class Index, bool Contig, class T = cpu::compute_t<S>>
+__global__ void rope_kernel(S* TG_RESTRICT out, const S* TG_RESTRICT in, Indexer<2> ix, const S* TG_RESTRICT cos_table,
+                            const S* TG_RESTRICT sin_table, const Index* TG_RESTRICT positions,
                             int64_t position_stride, int64_t P, int64_t Tn, int64_t half, int64_t pairs, T sign,
                             DeviceErrorRecord* errors) {
   for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < pairs; p += int64_t(gridDim.x) * blockDim.x) {
@@ -37,10 +39,10 @@ __global__ void rope_kernel(T* TG_RESTRICT out, const T* TG_RESTRICT in, Indexer
     }
     int64_t off[2] = {row * 2 * half, row * 2 * half};
     if constexpr (!Contig) ix.offsets(row, off);
-    const T x0 = in[off[1] + 2 * k], x1 = in[off[1] + 2 * k + 1];
-    const T c = cos_table[pos * half + k], s = sign * sin_table[pos * half + k];
-    out[off[0] + 2 * k] = x0 * c - x1 * s;
-    out[off[0] + 2 * k + 1] = x0 * s + x1 * c;
+    const T x0 = T(in[off[1] + 2 * k]), x1 = T(in[off[1] + 2 * k + 1]);
+    const T c = T(cos_table[pos * half + k]), s = sign * T(sin_table[pos * half + k]);
+    out[off[0] + 2 * k] = S(x0 * c - x1 * s);
+    out[off[0] + 2 * k + 1] = S(x0 * s + x1 * c);
   }
 }
 
@@ -61,8 +63,9 @@ void CudaBackend::rope(const TensorView& out, const TensorView& in, const Tensor
   TG_CHECK((positions.dtype == DType::Int64 || positions.dtype == DType::Int32) && positions.ndim() == 1 &&
                positions.shape[0] == Tn,
            "{}: positions must be int64/int32 [T] = [{}], got {} {}", op, Tn, positions.dtype, positions.shape);
-  cpu::dispatch_floating(in.dtype, op, [&](auto tag) {
-    using T = decltype(tag);
+  cpu::dispatch_floating_storage(in.dtype, op, [&](auto tag) {
+    using S = decltype(tag);
+    using T = cpu::compute_t<S>;
     const int64_t rows = half == 0 ? 0 : in.numel() / D;
     const int64_t pairs = rows * half;
     if (pairs == 0) return;
@@ -85,8 +88,8 @@ void CudaBackend::rope(const TensorView& out, const TensorView& in, const Tensor
     auto go = [&](auto index_tag, auto contiguous) {
       using Index = decltype(index_tag);
       constexpr bool C = decltype(contiguous)::value;
-      launch(rope_kernel<T, Index, C>, dim3(blocks), dim3(kThreads), 0, static_cast<T*>(out.data),
-             static_cast<const T*>(in.data), ix, static_cast<const T*>(cos.data), static_cast<const T*>(sin.data),
+      launch(rope_kernel<S, Index, C>, dim3(blocks), dim3(kThreads), 0, static_cast<S*>(out.data),
+             static_cast<const S*>(in.data), ix, static_cast<const S*>(cos.data), static_cast<const S*>(sin.data),
              static_cast<const Index*>(positions.data), positions.strides[0], cos.shape[0], Tn, half, pairs, sign,
              device_error_record());
     };

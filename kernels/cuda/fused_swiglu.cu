@@ -7,6 +7,8 @@
 // on the CPU. Grid-stride loops, one element per thread per step; when every operand is
 // contiguous the linear index is the offset, else an Indexer (indexer.h) turns it into each
 // operand's offset. The backward writes only the outputs that are asked for (data != nullptr).
+// bfloat16 (Backend::native_bf16): S is the storage type, C = compute_t<S> the type of the math — loaded
+// bfloat16 widens to float32, each output is rounded once on the store (what the bf16 bridge computes).
 #include <type_traits>
 
 #include "kernels/fused_args.h"
@@ -22,28 +24,26 @@ namespace {
 constexpr int kThreads = 256;
 
 // Operands 0..2: out, a, b.
-template <class T, bool Contig>
-__global__ void swiglu_kernel(T* out, const T* a, const T* b, Indexer<3> ix, int64_t n) {
+template <class S, bool Contig>
+__global__ void swiglu_kernel(S* out, const S* a, const S* b, Indexer<3> ix, int64_t n) {
+  using C = cpu::compute_t<S>;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    if constexpr (Contig) {
-      out[i] = fn::Silu::f(a[i], T(0)) * b[i];
-    } else {
-      int64_t off[3];
-      ix.offsets(i, off);
-      out[off[0]] = fn::Silu::f(a[off[1]], T(0)) * b[off[2]];
-    }
+    int64_t off[3] = {i, i, i};
+    if constexpr (!Contig) ix.offsets(i, off);
+    out[off[0]] = S(fn::Silu::f(C(a[off[1]]), C(0)) * C(b[off[2]]));
   }
 }
 
 // Operands 0..4: grad_a, grad_b, grad_out, a, b. WantA / WantB: which gradients are written.
-template <class T, bool Contig, bool WantA, bool WantB>
-__global__ void swiglu_backward_kernel(T* da, T* db, const T* g, const T* a, const T* b, Indexer<5> ix, int64_t n) {
+template <class S, bool Contig, bool WantA, bool WantB>
+__global__ void swiglu_backward_kernel(S* da, S* db, const S* g, const S* a, const S* b, Indexer<5> ix, int64_t n) {
+  using C = cpu::compute_t<S>;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[5] = {i, i, i, i, i};
     if constexpr (!Contig) ix.offsets(i, off);
-    const T gv = g[off[2]], av = a[off[3]];
-    if constexpr (WantA) da[off[0]] = (gv * b[off[4]]) * fn::Silu::df(av, av, T(0));  // (g·b)·σ·(1 + a(1 − σ))
-    if constexpr (WantB) db[off[1]] = gv * fn::Silu::f(av, T(0));                     // g·a·σ
+    const C gv = C(g[off[2]]), av = C(a[off[3]]);
+    if constexpr (WantA) da[off[0]] = S((gv * C(b[off[4]])) * fn::Silu::df(av, av, C(0)));  // (g·b)·σ·(1 + a(1 − σ))
+    if constexpr (WantB) db[off[1]] = S(gv * fn::Silu::f(av, C(0)));                        // g·a·σ
   }
 }
 
@@ -53,7 +53,7 @@ void CudaBackend::swiglu(const TensorView& out, const TensorView& a, const Tenso
   const char* op = "swiglu";
   check_same_as_a(op, "b", b, a);
   check_same_as_a(op, "out", out, a);
-  cpu::dispatch_floating(a.dtype, op, [&](auto tag) {
+  cpu::dispatch_floating_storage(a.dtype, op, [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = a.numel();
     const Indexer<3> ix = make_indexer<3>(a.shape, {&out, &a, &b});
@@ -77,7 +77,7 @@ void CudaBackend::swiglu_backward(const TensorView& grad_a, const TensorView& gr
   if (want_a) check_same_as_a(op, "grad_a", grad_a, a);
   if (want_b) check_same_as_a(op, "grad_b", grad_b, a);
   if (!want_a && !want_b) return;
-  cpu::dispatch_floating(a.dtype, op, [&](auto tag) {
+  cpu::dispatch_floating_storage(a.dtype, op, [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = a.numel();
     // A gradient that is not asked for takes grad_out's strides (never written), so it does not

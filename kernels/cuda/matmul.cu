@@ -219,8 +219,13 @@ void check_cublas(cublasStatus_t s, const char* call) {
 
 // One handle for the process, bound to the backend's stream, created on first use; destroyed only
 // by release_cublas_handle() (tensors in static storage may outlive any other owner).
+// Its workspace is a fixed buffer the handle keeps (cublasSetWorkspace; 32 MiB, what cuBLAS asks for on
+// Hopper), from cudaMalloc, outside the caching allocator: so cuBLAS never allocates while a CUDA graph
+// is captured, and a captured GEMM's workspace belongs to no graph's pool.
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 std::mutex g_handle_mutex;
 cublasHandle_t g_handle = nullptr;
+void* g_workspace = nullptr;
 cublasMath_t g_math_mode = CUBLAS_DEFAULT_MATH;  // the mode last set on g_handle
 
 cublasHandle_t cublas_handle() {
@@ -230,6 +235,8 @@ cublasHandle_t cublas_handle() {
     check_cublas(cublasCreate(&h), "cublasCreate");
     check_cublas(cublasSetStream(h, stream()), "cublasSetStream");
     check_cublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    if (g_workspace == nullptr) check(cudaMalloc(&g_workspace, kCublasWorkspaceBytes), "cuBLAS workspace: cudaMalloc");
+    check_cublas(cublasSetWorkspace(h, g_workspace, kCublasWorkspaceBytes), "cublasSetWorkspace");
     g_handle = h, g_math_mode = CUBLAS_DEFAULT_MATH;
   }
   return g_handle;
@@ -450,6 +457,14 @@ void release_cublas_handle() {
   if (g_handle == nullptr) return;
   check_cublas(cublasDestroy(g_handle), "cublasDestroy");
   g_handle = nullptr;
+  check(cudaFree(g_workspace), "cuBLAS workspace: cudaFree");
+  g_workspace = nullptr;
+#endif
+}
+
+void ensure_cublas_handle() {
+#if !defined(TAPEGRAD_CUDA_EMULATED)
+  (void)cublas_handle();
 #endif
 }
 

@@ -6,13 +6,21 @@
 // (sizes rounded up: to 512 B below 1 MiB, to 2 MiB above) and are handed out again; all work is
 // on one stream, so a block reused at once is only touched after the work that freed it.
 // When cudaMalloc fails, the cache is released and the allocation tried once more.
+//
+// Graph pools (graph_capture.h): while a capture is in progress, allocations come from a pool private to
+// that graph and blocks freed go to it, so that no block a graph's replay writes is ever handed to other
+// work while the graph lives; the pool's blocks go back to the cache when the graph is destroyed.
+// Stream copies during a capture are recorded (emulated build) or captured (nvcc); a device→host copy or
+// synchronize() during a capture throws.
 #include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/graph_capture.h"
 #include "kernels/cuda/memory_info.h"
 #include "kernels/cuda/runtime.h"
 
@@ -29,18 +37,34 @@ size_t size_class(size_t n) {
   return (n + round - 1) / round * round;
 }
 
+using FreeLists = std::map<size_t, std::vector<void*>>;  // size class → free blocks
+
+// A block of the free lists of that size, removed from them; nullptr when there is none.
+void* take(FreeLists& lists, size_t size) {
+  auto it = lists.find(size);
+  if (it == lists.end() || it->second.empty()) return nullptr;
+  void* p = it->second.back();
+  it->second.pop_back();
+  return p;
+}
+
 class CachingAllocator {
  public:
   void* allocate(size_t nbytes) {
     const size_t size = size_class(nbytes);
     std::lock_guard<std::mutex> lock(mu_);
     void* p = nullptr;
-    auto it = free_.find(size);
-    if (it != free_.end() && !it->second.empty()) {
-      p = it->second.back();
-      it->second.pop_back();
+    if (open_pool_ != 0) {  // a capture: the pool's own blocks, else the cache's or new ones, now the pool's
+      GraphPool& pool = pools_.at(open_pool_);
+      p = take(pool.free, size);
+      if (p == nullptr) {
+        p = take(free_, size);
+        if (p == nullptr) p = driver_malloc(size);
+        adopt(p, size, open_pool_);
+      }
     } else {
-      p = driver_malloc(size);
+      p = take(free_, size);
+      if (p == nullptr) p = driver_malloc(size);
     }
     stats_.allocated_bytes += size;
     if (stats_.allocated_bytes > stats_.peak_allocated_bytes) stats_.peak_allocated_bytes = stats_.allocated_bytes;
@@ -50,8 +74,59 @@ class CachingAllocator {
     if (p == nullptr) return;
     const size_t size = size_class(nbytes);
     std::lock_guard<std::mutex> lock(mu_);
-    free_[size].push_back(p);
     stats_.allocated_bytes -= size;
+    auto owner = pool_of_.find(p);
+    if (owner == pool_of_.end() && open_pool_ != 0) {  // freed during a capture: the graph may still use it
+      adopt(p, size, open_pool_);
+      owner = pool_of_.find(p);
+    }
+    if (owner == pool_of_.end()) {
+      free_[size].push_back(p);
+      return;
+    }
+    GraphPool& pool = pools_.at(owner->second);
+    if (pool.alive) {
+      pool.free[size].push_back(p);
+      return;
+    }
+    disown(owner, size);  // its graph is gone: back to the cache
+    free_[size].push_back(p);
+  }
+
+  uint64_t open_pool() {
+    std::lock_guard<std::mutex> lock(mu_);
+    TG_CHECK(open_pool_ == 0, "cuda: begin_capture: a CUDA graph capture is already in progress");
+    open_pool_ = ++last_pool_;
+    pools_[open_pool_];
+    return open_pool_;
+  }
+  void stop_pool() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_pool_ = 0;
+  }
+  // The graph of `id` is gone: its free blocks return to the cache, the others when they are freed.
+  void close_pool(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pools_.find(id);
+    if (it == pools_.end()) return;
+    if (open_pool_ == id) open_pool_ = 0;
+    GraphPool& pool = it->second;
+    pool.alive = false;
+    for (auto& [size, blocks] : pool.free) {
+      for (void* p : blocks) {
+        pool_of_.erase(p);
+        pool.bytes -= size;
+        free_[size].push_back(p);
+      }
+    }
+    pool.free.clear();
+    if (pool.bytes == 0) pools_.erase(it);
+  }
+  size_t pool_bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const auto& [id, pool] : pools_) n += pool.alive ? pool.bytes : 0;
+    return n;
   }
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -105,9 +180,30 @@ class CachingAllocator {
     }
   }
 
+  struct GraphPool {
+    FreeLists free;     // its blocks not in use
+    size_t bytes = 0;   // all its blocks (free or in use)
+    bool alive = true;  // false once its graph is destroyed (blocks in use then return to the cache when freed)
+  };
+  void adopt(void* p, size_t size, uint64_t id) {
+    pool_of_[p] = id;
+    pools_.at(id).bytes += size;
+  }
+  void disown(std::unordered_map<void*, uint64_t>::iterator owner, size_t size) {
+    const uint64_t id = owner->second;
+    pool_of_.erase(owner);
+    GraphPool& pool = pools_.at(id);
+    pool.bytes -= size;
+    if (!pool.alive && pool.bytes == 0) pools_.erase(id);
+  }
+
   std::mutex mu_;
-  std::map<size_t, std::vector<void*>> free_;
+  FreeLists free_;  // the cache: blocks anyone may get
   MemoryStats stats_;
+  std::map<uint64_t, GraphPool> pools_;
+  std::unordered_map<void*, uint64_t> pool_of_;  // block → its pool, for blocks owned by a graph pool
+  uint64_t open_pool_ = 0;                       // the pool of the capture in progress (0: none)
+  uint64_t last_pool_ = 0;
 };
 
 CachingAllocator& allocator() {
@@ -236,6 +332,7 @@ size_t device_total_bytes() {
 void empty_cache() { allocator().empty_cache(); }
 
 void release_process_resources() {
+  refuse_during_capture("release_process_resources()");
 #if defined(TAPEGRAD_CUDA_EMULATED)
   check(hipDeviceSynchronize(), "release_process_resources");
 #else
@@ -253,17 +350,30 @@ void release_process_resources() {
 }
 uint64_t sync_count() { return g_syncs.load(); }
 
+uint64_t open_graph_pool() { return allocator().open_pool(); }
+void stop_graph_pool() { allocator().stop_pool(); }
+void close_graph_pool(uint64_t pool) { allocator().close_pool(pool); }
+size_t graph_pool_bytes() { return allocator().pool_bytes(); }
+
 void* CudaBackend::allocate(size_t nbytes) { return allocator().allocate(nbytes); }
 void CudaBackend::deallocate(void* p, size_t nbytes) { allocator().deallocate(p, nbytes); }
 
 #if defined(TAPEGRAD_CUDA_EMULATED)
 void CudaBackend::copy_from_host(void* dst, const void* src, size_t nbytes) {
   if (nbytes == 0) return;
+  if (capturing()) {  // recorded: the source is kept by the graph, each replay copies it again
+    const void* held = hold_for_capture(src, nbytes);
+    record_operation([dst, held, nbytes] {
+      check(hipMemcpyAsync(dst, held, nbytes, hipMemcpyHostToDevice, stream()), "copy host to device (graph replay)");
+    });
+    return;
+  }
   // Stream-ordered and synchronous for the host buffer (it may be freed right after).
   check(hipMemcpyAsync(dst, src, nbytes, hipMemcpyHostToDevice, stream()), "copy host to device");
   check(hipStreamSynchronize(stream()), "copy host to device");
 }
 void CudaBackend::copy_to_host(void* dst, const void* src, size_t nbytes) {
+  refuse_during_capture("a device->host copy (item(), to_vector(), to(cpu))");
   ++g_syncs;
   if (nbytes == 0) return;
   check(hipMemcpyAsync(dst, src, nbytes, hipMemcpyDeviceToHost, stream()), "copy device to host");
@@ -272,9 +382,17 @@ void CudaBackend::copy_to_host(void* dst, const void* src, size_t nbytes) {
 }
 void CudaBackend::copy_on_device(void* dst, const void* src, size_t nbytes) {
   if (nbytes == 0) return;
+  if (capturing()) {
+    record_operation([dst, src, nbytes] {
+      check(hipMemcpyAsync(dst, src, nbytes, hipMemcpyDeviceToDevice, stream()),
+            "copy device to device (graph replay)");
+    });
+    return;
+  }
   check(hipMemcpyAsync(dst, src, nbytes, hipMemcpyDeviceToDevice, stream()), "copy device to device");
 }
 void CudaBackend::synchronize() {
+  refuse_during_capture("synchronize()");
   ++g_syncs;
   check(hipStreamSynchronize(stream()), "synchronize");
   check_device_errors();
@@ -282,6 +400,11 @@ void CudaBackend::synchronize() {
 #else
 void CudaBackend::copy_from_host(void* dst, const void* src, size_t nbytes) {
   if (nbytes == 0) return;
+  if (capturing()) {  // captured from pinned memory the graph keeps: each replay copies it again
+    check(cudaMemcpyAsync(dst, hold_for_capture(src, nbytes), nbytes, cudaMemcpyHostToDevice, stream()),
+          "copy host to device (captured)");
+    return;
+  }
   // Through pinned staging (never waits for the GPU; host_staging.cu). Larger copies (weights) from
   // pageable memory: cudaMemcpyAsync returns once the source is staged by the driver, so the caller
   // may reuse its buffer; the copy itself is ordered on the stream.
@@ -289,6 +412,7 @@ void CudaBackend::copy_from_host(void* dst, const void* src, size_t nbytes) {
   check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream()), "copy host to device");
 }
 void CudaBackend::copy_to_host(void* dst, const void* src, size_t nbytes) {
+  refuse_during_capture("a device->host copy (item(), to_vector(), to(cpu))");
   ++g_syncs;
   if (nbytes == 0) return;
   check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream()), "copy device to host");
@@ -300,6 +424,7 @@ void CudaBackend::copy_on_device(void* dst, const void* src, size_t nbytes) {
   check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, stream()), "copy device to device");
 }
 void CudaBackend::synchronize() {
+  refuse_during_capture("synchronize()");
   ++g_syncs;
   check(cudaStreamSynchronize(stream()), "synchronize");
   check_device_errors();

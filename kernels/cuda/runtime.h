@@ -14,9 +14,13 @@
 //   * Blocks have a multiple of 32 threads, at most 1024.
 //   * Dynamic shared memory: TG_DYNAMIC_SHARED(T, name) at the top of the kernel.
 //   * Launch with launch(kernel, grid, block, shared_bytes, args...) on the backend's stream.
+// launch() is the one place kernels are queued: during a graph capture (graph_capture.h) the emulated
+// build records each launch with its arguments by value instead of running it; under nvcc the stream
+// capture records it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
 
 #if defined(TAPEGRAD_CUDA_EMULATED)
 #include <hip/hip_runtime.h>
@@ -31,6 +35,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "kernels/cuda/graph_capture.h"
 #include "kernels/error.h"
 
 namespace tapegrad::kernels::cuda {
@@ -68,6 +73,17 @@ template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, Args&&... args) {
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;  // nothing to do (an empty tensor)
 #if defined(TAPEGRAD_CUDA_EMULATED)
+  if (capturing()) {  // recorded with its arguments by value; replay() launches it
+    record_operation([kernel, grid, block, shared_bytes, params = std::tuple<Params...>(static_cast<Params>(args)...)] {
+      std::apply(
+          [&](const auto&... p) {
+            hipLaunchKernelGGL(kernel, grid, block, static_cast<std::uint32_t>(shared_bytes), stream(), p...);
+          },
+          params);
+      check(hipGetLastError(), "kernel launch (graph replay)");
+    });
+    return;
+  }
   hipLaunchKernelGGL(kernel, grid, block, static_cast<std::uint32_t>(shared_bytes), stream(),
                      static_cast<Params>(args)...);
   check(hipGetLastError(), "kernel launch");

@@ -10,6 +10,8 @@
 // Each Σ / max is a register loop over the lane's part of the row and a group_reduce in shared
 // memory. The input is read three times (max, sum, write); a row stays in L1/L2 between passes.
 // A row holding NaN or +∞, or only −∞, comes out all NaN, as on the CPU.
+// bfloat16 (Backend::native_bf16): S is the storage type, T = compute_t<S> (float32) the type of the math;
+// each loaded element widens exactly and each output is rounded once on the store (as the bf16 bridge).
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -63,8 +65,8 @@ Rows<N> make_rows(const TensorView* const (&views)[N], int dim) {
 }
 
 // out = softmax(in) or log_softmax(in) along the rows (operand 0: out, 1: in).
-template <class T>
-__global__ void softmax_kernel(Rows<2> g, T* out, const T* in, bool log) {
+template <class S, class T = cpu::compute_t<S>>
+__global__ void softmax_kernel(Rows<2> g, S* out, const S* in, bool log) {
   __shared__ double scratch[kRowThreads];
   const int row_in_block = g.map.row_of(threadIdx.x), lane = g.map.lane_of(threadIdx.x);
   const bool narrow = narrow_index(g.n_rows);
@@ -75,36 +77,36 @@ __global__ void softmax_kernel(Rows<2> g, T* out, const T* in, bool log) {
     const bool active = row < g.n_rows;
     int64_t off[2] = {0, 0};
     if (active) element_offsets(g.starts, row, narrow, off);
-    T* y = out + off[0];
-    const T* x = in + off[1];
+    S* y = out + off[0];
+    const S* x = in + off[1];
 
     T m = -std::numeric_limits<T>::infinity();
     if (active)
       for (int64_t j = lane; j < g.len; j += g.map.lanes) {
-        const T v = x[j * si];
+        const T v = T(x[j * si]);
         m = (v > m || v != v) ? v : m;
       }
     m = static_cast<T>(group_reduce<MaxOp>(static_cast<double>(m), scratch, g.map));
 
     double s = 0;
     if (active)
-      for (int64_t j = lane; j < g.len; j += g.map.lanes) s += static_cast<double>(fn::exp_(x[j * si] - m));
+      for (int64_t j = lane; j < g.len; j += g.map.lanes) s += static_cast<double>(fn::exp_(T(x[j * si]) - m));
     s = group_reduce<SumOp>(s, scratch, g.map);
 
     if (!active) continue;
     if (log) {
       const T shift = m + static_cast<T>(std::log(s));
-      for (int64_t j = lane; j < g.len; j += g.map.lanes) y[j * so] = x[j * si] - shift;
+      for (int64_t j = lane; j < g.len; j += g.map.lanes) y[j * so] = S(T(x[j * si]) - shift);
     } else {
       const T inv = static_cast<T>(1.0 / s);
-      for (int64_t j = lane; j < g.len; j += g.map.lanes) y[j * so] = fn::exp_(x[j * si] - m) * inv;
+      for (int64_t j = lane; j < g.len; j += g.map.lanes) y[j * so] = S(fn::exp_(T(x[j * si]) - m) * inv);
     }
   }
 }
 
 // grad_in from grad_out and y along the rows (operand 0: grad_in, 1: grad_out, 2: y).
-template <class T>
-__global__ void softmax_backward_kernel(Rows<3> g, T* grad_in, const T* grad_out, const T* out, bool log) {
+template <class S, class T = cpu::compute_t<S>>
+__global__ void softmax_backward_kernel(Rows<3> g, S* grad_in, const S* grad_out, const S* out, bool log) {
   __shared__ double scratch[kRowThreads];
   const int row_in_block = g.map.row_of(threadIdx.x), lane = g.map.lane_of(threadIdx.x);
   const bool narrow = narrow_index(g.n_rows);
@@ -115,22 +117,23 @@ __global__ void softmax_backward_kernel(Rows<3> g, T* grad_in, const T* grad_out
     const bool active = row < g.n_rows;
     int64_t off[3] = {0, 0, 0};
     if (active) element_offsets(g.starts, row, narrow, off);
-    T* dx = grad_in + off[0];
-    const T* gy = grad_out + off[1];
-    const T* y = out + off[2];
+    S* dx = grad_in + off[0];
+    const S* gy = grad_out + off[1];
+    const S* y = out + off[2];
 
     // log_softmax: Σ g;  softmax: Σ g⊙y
     double dot = 0;
     if (active)
       for (int64_t j = lane; j < g.len; j += g.map.lanes)
-        dot += log ? static_cast<double>(gy[j * sgo]) : static_cast<double>(gy[j * sgo]) * static_cast<double>(y[j * sy]);
+        dot += log ? static_cast<double>(T(gy[j * sgo]))
+                   : static_cast<double>(T(gy[j * sgo])) * static_cast<double>(T(y[j * sy]));
     const T total = static_cast<T>(group_reduce<SumOp>(dot, scratch, g.map));
 
     if (!active) continue;
     if (log) {
-      for (int64_t j = lane; j < g.len; j += g.map.lanes) dx[j * sgi] = gy[j * sgo] - fn::exp_(y[j * sy]) * total;
+      for (int64_t j = lane; j < g.len; j += g.map.lanes) dx[j * sgi] = S(T(gy[j * sgo]) - fn::exp_(T(y[j * sy])) * total);
     } else {
-      for (int64_t j = lane; j < g.len; j += g.map.lanes) dx[j * sgi] = y[j * sy] * (gy[j * sgo] - total);
+      for (int64_t j = lane; j < g.len; j += g.map.lanes) dx[j * sgi] = S(T(y[j * sy]) * (T(gy[j * sgo]) - total));
     }
   }
 }
@@ -142,8 +145,10 @@ unsigned row_blocks(int64_t n_rows, const RowMap& map) {
 }  // namespace
 
 void CudaBackend::softmax(const TensorView& out, const TensorView& in, int dim, bool log) {
-  cpu::dispatch_floating(in.dtype, log ? "log_softmax" : "softmax", [&](auto t) {
-    using T = decltype(t);
+  cpu::dispatch_floating_storage(in.dtype, log ? "log_softmax" : "softmax", [&](auto t) {
+    using T = decltype(t);  // the storage type
+    TG_CHECK(out.dtype == in.dtype, "{}: out {} must be in's dtype {}", log ? "log_softmax" : "softmax", out.dtype,
+             in.dtype);
     const TensorView* const views[2] = {&out, &in};
     const Rows<2> rows = make_rows<2>(views, dim);
     if (rows.n_rows == 0 || rows.len == 0) return;
@@ -154,8 +159,11 @@ void CudaBackend::softmax(const TensorView& out, const TensorView& in, int dim, 
 
 void CudaBackend::softmax_backward(const TensorView& grad_in, const TensorView& grad_out, const TensorView& y, int dim,
                                    bool log) {
-  cpu::dispatch_floating(y.dtype, log ? "log_softmax backward" : "softmax backward", [&](auto t) {
-    using T = decltype(t);
+  const char* op = log ? "log_softmax backward" : "softmax backward";
+  cpu::dispatch_floating_storage(y.dtype, op, [&](auto t) {
+    using T = decltype(t);  // the storage type
+    TG_CHECK(grad_in.dtype == y.dtype && grad_out.dtype == y.dtype, "{}: grad_in {} and grad_out {} must be y's dtype {}",
+             op, grad_in.dtype, grad_out.dtype, y.dtype);
     const TensorView* const views[3] = {&grad_in, &grad_out, &y};
     const Rows<3> rows = make_rows<3>(views, dim);
     if (rows.n_rows == 0 || rows.len == 0) return;
