@@ -7,7 +7,8 @@
 //      of its output has already added its gradient contribution into the entry's `pending_`;
 //   3. for each entry: run its backward on the gathered gradient, undo broadcasting once
 //      (sum_to the input's shape), and accumulate into the input's entry or leaf .grad;
-//      then, unless retain_graph, free what it saved;
+//      then, unless retain_graph, free what it saved (a backward function can ask which it will be:
+//      backward_pass.h — cross_entropy then writes its gradient over the logits it saved);
 //   4. under RetainValuesGuard, each entry also keeps the gradient it received and the one it
 //      passed to each input (Node::retained_grad, retained_input_grads; graph.h draws them);
 //   5. leaves watched by a GradReadyHook (grad_hooks.h): step 1 counts the edges into each, step 3
@@ -17,7 +18,9 @@
 #include <cmath>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
+#include "autograd/backward_pass.h"
 #include "autograd/grad_hooks.h"
 #include "autograd/node.h"
 #include "autograd/ops/op_util.h"
@@ -151,11 +154,27 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 
 namespace {
 
+// Whether the backward running on this thread keeps the graph (Engine::run sets it, restoring the outer value
+// when it returns: a backward nested in a backward function sees its own). Outside any backward: true.
+thread_local bool t_backward_retains_graph = true;
+
+}  // namespace
+
+namespace detail {
+
+bool backward_retains_graph() { return t_backward_retains_graph; }
+
 // True when t is the only handle on all of its storage (so it may be updated in place).
 bool owns_storage(const Tensor& t) {
   return t.impl().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 &&
          static_cast<size_t>(t.numel()) * dtype_size(t.dtype()) == t.storage()->nbytes();
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::owns_storage;
 
 // slot += g, in place when slot owns its buffer, otherwise out of place (slot may alias a
 // gradient that another input also received, e.g. both inputs of an add).
@@ -249,6 +268,13 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
   }
   NoGradGuard no_grad;
   grad = grad.detach();
+  struct RetainGraphScope {
+    bool outer;
+    explicit RetainGraphScope(bool retain) : outer(std::exchange(t_backward_retains_graph, retain)) {}
+    ~RetainGraphScope() { t_backward_retains_graph = outer; }
+    RetainGraphScope(const RetainGraphScope&) = delete;
+    RetainGraphScope& operator=(const RetainGraphScope&) = delete;
+  } retain_graph_scope(retain_graph);
 
   auto watch = watched_leaves();
   if (root.is_leaf()) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "bench/bench_stats.h"
 #include "kernels/backend.h"
 
 using namespace tapegrad;
@@ -31,18 +32,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+using tapegrad::bench::median;
+
 struct AttentionShape {
   const char* name;
   int64_t B, H, T, D;
 };
 constexpr AttentionShape kShapes[] = {
     {"tiny", 8, 16, 256, 32}, {"tinyB64", 64, 16, 256, 32}, {"gpt2s", 16, 12, 1024, 64}};
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 int usage(const char* why) {
   std::fprintf(stderr,

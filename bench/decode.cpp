@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "bench/bench_stats.h"
 #include "kernels/backend.h"
 #include "lm/generate.h"
 #include "nn/precision.h"
@@ -30,17 +31,13 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+using tapegrad::bench::median;
+
 struct DecodeConfig {
   const char* name;
   int64_t vocab, context, d_model, layers, heads, d_ff;
 };
 constexpr DecodeConfig kConfigs[] = {{"tiny", 10000, 256, 512, 4, 16, 1344}, {"gpt2s", 50304, 1024, 768, 12, 12, 2048}};
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 int usage(const char* why) {
   std::fprintf(stderr,

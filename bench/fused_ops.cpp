@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "bench/bench_stats.h"
 #include "nn/loss.h"
 
 using namespace tapegrad;
@@ -30,11 +31,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using tapegrad::bench::median;
 
 double cpu_ms() {  // CPU time of the whole process: with 1 thread, what the work costs whatever else runs
   timespec ts{};

@@ -34,12 +34,15 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "bench/bench_stats.h"
 #include "kernels/backend.h"
 
 using namespace tapegrad;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+using tapegrad::bench::median;
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -49,12 +52,6 @@ double process_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 std::vector<int> parse_list(const char* s) {

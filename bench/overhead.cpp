@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "bench/bench_stats.h"
 #include "kernels/backend.h"
 
 using namespace tapegrad;
@@ -29,10 +30,7 @@ using Clock = std::chrono::steady_clock;
 static double us(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using tapegrad::bench::median;
 
 int main(int argc, char** argv) {
   const int N = argc > 1 ? std::atoi(argv[1]) : 10000;

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "bench/bench_stats.h"
 #include "kernels/backend.h"
 #include "kernels/device_memory.h"
 #include "lm/throughput.h"
@@ -47,6 +48,8 @@ using namespace tapegrad;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+using tapegrad::bench::median;
 
 struct BenchConfig {
   int64_t vocab, context, d_model, layers, heads, d_ff, batch;
@@ -61,12 +64,6 @@ const std::map<std::string, BenchConfig> kConfigs = {
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 long minor_faults() {
   rusage u{};

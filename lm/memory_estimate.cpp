@@ -111,11 +111,15 @@ MemoryEstimate estimate_training_memory(const nn::TransformerLMConfig& config, c
   acts.add(block_acts, L);
   acts.add(head_acts);
 
-  // Temporaries: the logits' gradient (made while the logits are still saved: the peak), and in a block's
-  // backward the gradients flowing through SwiGLU and the projections before the activations they replace are
-  // freed; evaluation with a larger batch than training's makes its own logits.
-  Ledger dlogits;
-  dlogits.add(1, N * V, s);
+  // Temporaries: the logits' gradient takes no buffer of its own (cross_entropy writes it over the logits it
+  // saved, autograd/ops/fused.cpp); the head's backward then makes ln_final's output gradient [N, C] and the
+  // head weight's [V, C] while every activation still lives (the GPU's peak). In a block's backward the
+  // gradients flowing through SwiGLU and the projections live before the activations they replace are freed
+  // (on the GPU beside every activation but the logits);
+  // evaluation with a larger batch than training's makes its own logits.
+  Ledger head_backward;
+  head_backward.add(1, N * C, s);
+  head_backward.add(1, V * C, s);
   Ledger block_backward;
   if (L > 0) {
     block_backward.add(2, N * F, s);
@@ -142,7 +146,7 @@ MemoryEstimate estimate_training_memory(const nn::TransformerLMConfig& config, c
   c.parameters = c.gradients = params.cpu;
   c.optimizer_state = 2 * params.cpu;
   c.activations = acts.cpu;
-  c.temporaries = dlogits.cpu + block_backward.cpu + clip.cpu + eval_logits.cpu;
+  c.temporaries = block_backward.cpu + clip.cpu + eval_logits.cpu;  // the head's: sizes already cached
   c.overhead = host_baseline_bytes + uint64_t(std::max(1, threads)) * kBlasBufferPerThread;
   c.total = c.parameters + c.gradients + c.optimizer_state + c.activations + c.temporaries + c.overhead;
 
@@ -152,7 +156,11 @@ MemoryEstimate estimate_training_memory(const nn::TransformerLMConfig& config, c
   g.parameters = g.gradients = params.gpu;
   g.optimizer_state = 2 * params.gpu;
   g.activations = acts.gpu;
-  g.temporaries = dlogits.gpu;
+  // the larger of the head's backward and a block's (by then the logits and their gradient are freed)
+  Ledger logits;
+  logits.add(1, N * V, s);
+  const uint64_t block_beyond_logits = block_backward.gpu > logits.gpu ? block_backward.gpu - logits.gpu : 0;
+  g.temporaries = std::max(head_backward.gpu, block_beyond_logits);
   g.overhead = kCudaContextBytes;
   const uint64_t backward_peak = g.activations + g.temporaries + (o.grad_accum > 1 ? g.gradients : 0);
   const uint64_t update_peak = g.gradients + clip.gpu;
@@ -208,7 +216,7 @@ std::string format_memory_table(const MemoryEstimate& e, Device run_device,
   row(fmt::format("activations saved for backward ({} × {} + {})", e.n_layers, format_bytes(e.activations_per_block),
                   format_bytes(e.activations_after_blocks)),
       e.cpu.activations, e.gpu.activations);
-  row("largest temporaries (logits' gradient, backward scratch)", e.cpu.temporaries, e.gpu.temporaries);
+  row("largest temporaries (backward scratch, clipping)", e.cpu.temporaries, e.gpu.temporaries);
   row("fixed (cpu: process now + BLAS buffers; cuda: context)", e.cpu.overhead, e.gpu.overhead);
   row("total at the peak", e.cpu.total, e.gpu.total);
   out += "  (activations: blocks × one block + what follows the blocks, the logits among it)\n"

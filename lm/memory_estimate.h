@@ -11,7 +11,8 @@
 //     [N] ×2, [N·H]  the RMSNorm rstd rows, attention's per-row log-sum-exp
 //   and after the blocks: the last block's output and ln_final's output [N, C], the logits [N, V]
 //   (cross_entropy saves them, no softmax), its lse [N] (float64), the ids and targets [N] (int64);
-//   temporaries: the logits' gradient [N, V] (alive together with the saved logits: the peak), backward's
+//   temporaries: not the logits' gradient (cross_entropy writes it over the logits it saved), but the head's
+//   backward outputs [N, C] and [V, C] made beside it (on the CPU those sizes are cached already), backward's
 //   working set in a block (two [N, F] and two [N, C] blocks: the gradients flowing through SwiGLU
 //   before the activations they replace are freed), and clip_grad_norm's g⊙g (one of each weight shape).
 // Every tensor is rounded as the device's allocator rounds it (kernels/cpu/allocator.cpp: large CPU blocks are
@@ -20,7 +21,8 @@
 // zero_grad frees stay resident while the next forward makes activations of other sizes (total = everything,
 // plus the process baseline); the GPU's peak_allocated_bytes counts live tensors only, and the gradients do not
 // live together with the activations (zero_grad frees them before forward, backward frees each activation as it
-// makes the gradients): total = P + m + v + max(activations + logits' gradient, G + g⊙g) (+ G with grad_accum > 1,
+// makes the gradients): total = P + m + v + max(activations + max(the head's backward, a block's backward − the
+// logits, freed by then), G + g⊙g) (+ G with grad_accum > 1,
 // whose later micro-batches run with the gradients of the earlier ones), plus the CUDA context.
 //   lm::MemoryEstimate e = lm::estimate_training_memory(config, options, lm::process_rss_bytes());
 //   fmt::print("{}", lm::format_memory_table(e, options.device));

@@ -5,12 +5,16 @@
 //   loss_i = lse_i − x_i,t_i,  lse_i = log Σ_j exp(x_ij)
 //   ∂loss/∂x_ij = (softmax(x_i)_j − [j = t_i]) / N_valid      (0 on ignored rows)
 //   Saves x, t and the per-row lse [N] (float64): no [N, V] softmax is ever stored.
+//   Backward writes dx over the saved x when nobody else can see x (the caller dropped the logits, no
+//   retain_graph: autograd/backward_pass.h) — every kernel reads x_ij before it writes dx_ij, so it is bitwise
+//   the out-of-place result, with one [N, V] buffer less at the peak (llm.c does the same).
 // rms_norm(x [..., C], w [C], eps)  — per row r = (mean x² + eps)^(−1/2), y = x·r·w
 //   ∂r/∂x_k = −r³x_k/C, so with gw = g⊙w:  dx = r·(gw − x·r²·mean(gw⊙x)),  dw = Σ_rows g⊙x·r
 //   Saves x, w and r per row.
 // swiglu(a, b)  — y = silu(a)⊙b = a·σ(a)·b
 //   da = g⊙b⊙σ(a)(1 + a(1 − σ(a))),  db = g⊙silu(a)
 //   Saves a and b (recomputing σ(a) in backward is cheaper than storing it).
+#include "autograd/backward_pass.h"
 #include "autograd/ops/op_util.h"
 
 namespace tapegrad {
@@ -45,12 +49,22 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   if (needs_grad(logits))
     record(op, {&logits}, loss,
            [sx = SavedTensor(x2), st = SavedTensor(t1), lse, ignore_index, shape = logits.shape()](
-               const Tensor& g, GradInputs& dx) {
+               const Tensor& g, GradInputs& dx) mutable {
              // dx_ij = (exp(x_ij − lse_i) − [j = t_i])·g / N_valid, one pass per row
-             const Tensor& x = sx.get();
-             Tensor gx = empty(shape, x.options());
+             // In place when this entry holds the only handle on the logits' buffer and runs for the last time:
+             // the saved x is dropped and its buffer becomes the gradient.
+             const bool in_place = !detail::backward_retains_graph() && detail::owns_storage(sx.get());
+             const Tensor x = sx.get();
+             Tensor gx;
+             if (in_place) {
+               x.storage()->bump_version();  // if the kernel throws, running this entry again says x was modified
+               gx = x.reshape(shape);
+             } else {
+               gx = empty(shape, x.options());
+             }
              backend_of(x).cross_entropy_backward(kview_as(gx, x.shape()), kview(g), kview(x), kview(st.get()),
                                                   kview(lse), ignore_index);
+             if (in_place) sx = SavedTensor();  // the buffer is the gradient's alone now
              dx[0] = gx;
            });
   return loss;

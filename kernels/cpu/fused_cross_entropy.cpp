@@ -16,6 +16,8 @@
 // For float32, x − lse is formed as (x − hi) − lo with hi = float(lse), lo = float(lse − hi): for
 // the x near the row max (the ones whose exp matters) x − hi is exact, so logits of 1e4 keep a
 // full-precision softmax even though float(lse) alone would be off by up to 5e-4.
+// grad_logits may be the logits' own buffer (autograd/ops/fused.cpp writes the gradient in place): each x_j is
+// read once, just before dx_j is written, so keep every loop that way (no pointer here is restrict).
 //
 // Every target is checked (0 ≤ t < V or t = ignore_index) before anything is written.
 #include <cmath>

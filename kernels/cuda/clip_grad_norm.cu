@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/multi_tensor.h"
 #include "kernels/cuda/runtime.h"
 
 namespace tapegrad::kernels::cuda {
@@ -22,7 +23,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kFinishThreads = 1024;
-constexpr int64_t kChunk = 16384;  // elements per block: 64 per thread
+constexpr int64_t kChunk = kMultiTensorChunk;
 
 // One gradient of the table: n contiguous elements, and the index of its first chunk.
 template <class T>
@@ -31,24 +32,10 @@ struct GradSlot {
   int64_t n, first_chunk;
 };
 
-// The slot whose chunks include `chunk` (the last one whose first chunk is ≤ it).
-template <class T>
-__device__ inline GradSlot<T> slot_of(const GradSlot<T>* slots, int n_slots, int64_t chunk) {
-  int lo = 0, hi = n_slots - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (slots[mid].first_chunk <= chunk)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return slots[lo];
-}
-
 template <class T>
 __global__ void sum_squares_kernel(const GradSlot<T>* slots, int n_slots, double* partial) {
   __shared__ double scratch[32];
-  const GradSlot<T> t = slot_of(slots, n_slots, blockIdx.x);
+  const GradSlot<T>& t = slot_of_chunk(slots, n_slots, blockIdx.x);
   const int64_t begin = (int64_t(blockIdx.x) - t.first_chunk) * kChunk;
   const int64_t end = begin + kChunk < t.n ? begin + kChunk : t.n;
   double s = 0.0;
@@ -78,7 +65,7 @@ __global__ void scale_kernel(const GradSlot<T>* slots, int n_slots, const double
   const double scale = norm_and_scale[1];
   if (scale == 1.0) return;
   const T s = static_cast<T>(scale);
-  const GradSlot<T> t = slot_of(slots, n_slots, blockIdx.x);
+  const GradSlot<T>& t = slot_of_chunk(slots, n_slots, blockIdx.x);
   const int64_t begin = (int64_t(blockIdx.x) - t.first_chunk) * kChunk;
   const int64_t end = begin + kChunk < t.n ? begin + kChunk : t.n;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) t.data[i] = t.data[i] * s;
@@ -92,7 +79,7 @@ void clip_typed(CudaBackend& backend, const TensorView& norm, const std::vector<
     const int64_t n = g.numel();
     if (n == 0) continue;
     slots.push_back({static_cast<T*>(g.data), n, chunks});
-    chunks += (n + kChunk - 1) / kChunk;
+    chunks += multi_tensor_chunks(n);
   }
   TG_CHECK(chunks <= int64_t(0x7fffffff) && slots.size() <= size_t(0x7fffffff),
            "clip_grad_norm: {} chunks of {} gradients are too many for one launch", chunks, slots.size());

@@ -22,6 +22,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/indexer.h"
+#include "kernels/cuda/multi_tensor.h"
 #include "kernels/cuda/runtime.h"
 
 namespace tapegrad::kernels::cuda {
@@ -78,7 +79,7 @@ struct AdamWSlot {
   T* exp_avg_sq;
   int64_t n, first_chunk;
 };
-constexpr int64_t kChunk = 16384;  // elements per block: 64 per thread
+constexpr int64_t kChunk = kMultiTensorChunk;
 
 // The step's scalars in dtype T from AdamWStep's doubles {lr, β1, β2, ε, λ, bc1, bc2}, rounded once each:
 // the host's (adamw_update_many) and the device's (adamw_update_many_from_device) are this one function.
@@ -100,15 +101,7 @@ __host__ __device__ inline void derive_scalars(const double* st, AdamWScalars<T>
 template <class T>
 __device__ inline void adamw_chunk(const AdamWSlot<T>* slots, int n_slots, const AdamWScalars<T>& s) {
   const int64_t chunk = blockIdx.x;
-  int lo = 0, hi = n_slots - 1;  // the last slot whose first chunk is ≤ this one
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (slots[mid].first_chunk <= chunk)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  const AdamWSlot<T> t = slots[lo];
+  const AdamWSlot<T>& t = slot_of_chunk(slots, n_slots, chunk);
   const int64_t begin = (chunk - t.first_chunk) * kChunk, end = begin + kChunk < t.n ? begin + kChunk : t.n;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
     adamw_element(s, t.param[i], t.grad[i], t.exp_avg[i], t.exp_avg_sq[i]);
@@ -147,7 +140,7 @@ void adamw_many_typed(CudaBackend& backend, const std::vector<AdamWTensors>& ten
     if (n == 0) continue;
     slots.push_back({static_cast<T*>(t.param.data), static_cast<const T*>(t.grad.data), static_cast<T*>(t.exp_avg.data),
                      static_cast<T*>(t.exp_avg_sq.data), n, chunks});
-    chunks += (n + kChunk - 1) / kChunk;
+    chunks += multi_tensor_chunks(n);
   }
   if (slots.empty()) return;
   TG_CHECK(chunks <= int64_t(0x7fffffff) && slots.size() <= size_t(0x7fffffff),

@@ -19,6 +19,8 @@
 // Kernel 1 (one block) counts N_valid and forms scale = g/N_valid on the device (g read there);
 // kernel 2 writes each row (a row group per row, as the forward). For float32, x − lse is formed
 // as (x − hi) − lo with hi = float(lse), lo = float(lse − hi), exactly as the CPU backend does.
+// grad_logits may alias logits (the gradient written over the saved logits): each x_ij is read once, by the
+// thread that then writes dx_ij.
 //
 // bfloat16 logits (Backend::native_bf16) are read as they are — one pass, never a float32 [N, V] copy:
 // S (Stored) is the storage type, T = compute_t<S> (float32) the type of every exp and of the loss and
@@ -147,9 +149,11 @@ __global__ void cross_entropy_scale_kernel(T* scale, const T* grad_loss, const I
 }
 
 // dx_ij = exp((x_ij − hi) − lo)·scale − [j = t_i]·scale on valid rows, 0 on ignored rows.
+// dx may be the logits' own buffer (autograd/ops/fused.cpp writes the gradient in place): the thread that writes
+// dx_ij has read x_ij just before, and no other thread touches either, so dx and logits are not TG_RESTRICT.
 template <class S, class Index, bool WarpRows, bool Contig, class T = cpu::compute_t<S>>
-__global__ void cross_entropy_backward_kernel(S* TG_RESTRICT dx, int64_t dx_row_stride, int64_t dx_col_stride,
-                                              const S* TG_RESTRICT logits, int64_t row_stride, int64_t col_stride,
+__global__ void cross_entropy_backward_kernel(S* dx, int64_t dx_row_stride, int64_t dx_col_stride,
+                                              const S* logits, int64_t row_stride, int64_t col_stride,
                                               const Index* TG_RESTRICT targets, int64_t target_stride,
                                               const double* TG_RESTRICT lse, int64_t lse_stride, const T* scale_ptr,
                                               int64_t N, int64_t V, int64_t ignore_index,

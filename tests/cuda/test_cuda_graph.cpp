@@ -6,9 +6,12 @@
 //    cache when it dies;
 //  * AdamW with its scalars read from the device gives the bits of AdamW with them as arguments;
 //  * lm::Trainer with cuda_graph on gives the eager step's losses, norms, parameters and AdamW state bit for
-//    bit (issue 23 §4), with grad_accum, through run() (metrics) and across a checkpoint and resume;
+//    bit (issue 23 §4), with grad_accum, through run() (metrics) and across a checkpoint and resume — on
+//    batches that repeat token ids (the embedding's backward is deterministic: kernels/cuda/index_add.cu);
+//  * two eager steps give the same embedding gradient bits;
 //  * --cuda-graph on is refused where the step cannot be captured.
 // On the emulated device (CI) the capture is the recorded emulation; on a GPU (scripts/gpu_check.sh) the real one.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -50,12 +53,13 @@ std::vector<nlohmann::json> metrics_without_timings(const std::string& dir) {
   return out;
 }
 
-// 0, 1, …, 63, 0, 1, …: a window of batch 1 × context 16 never repeats a token id. The embedding's backward
-// (index_add) sums a repeated id's gradients with atomicAdd, in no fixed order, so two EAGER runs differ in the
-// last bits when a batch repeats an id; bitwise comparisons need batches where it does not.
-std::vector<uint32_t> cyclic_tokens(size_t n, size_t offset) {
+// Tokens of period 13 over the vocabulary of 64: every window of context 16 repeats ids, and a batch of 2
+// repeats them across its rows. The embedding's backward (index_add) sums a repeated id's gradients in
+// position order on the GPU too (kernels/cuda/index_add.cu), so the steps are bitwise reproducible with
+// repeats — as real text always has them.
+std::vector<uint32_t> repeating_tokens(size_t n, size_t offset) {
   std::vector<uint32_t> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = static_cast<uint32_t>((i * 7 + offset) % 64);
+  for (size_t i = 0; i < n; ++i) t[i] = static_cast<uint32_t>(((i * 7 + offset) % 13) * 5 % 64);
   return t;
 }
 
@@ -175,10 +179,10 @@ TEST_CASE("graph: AdamW reading its scalars from the device gives the bits of Ad
 }
 
 TEST_CASE("graph: Trainer steps replayed from CUDA graphs give the eager steps' bits", "[cuda][graph][lm]") {
-  const std::vector<uint32_t> tokens = cyclic_tokens(3000, 23);
+  const std::vector<uint32_t> tokens = repeating_tokens(3000, 23);
   const data::TokenSource train = std::span<const uint32_t>(tokens.data(), tokens.size());
   lm::TrainOptions o;
-  o.batch_size = 1;  // see cyclic_tokens
+  o.batch_size = 2;  // ids repeat within and across rows (repeating_tokens)
   o.grad_accum = 3;
   o.steps = 5;
   o.lr = 1e-2;
@@ -212,13 +216,45 @@ TEST_CASE("graph: Trainer steps replayed from CUDA graphs give the eager steps' 
   }
 }
 
+TEST_CASE("graph: two eager GPU steps on a batch with repeated ids give the same embedding gradient bits",
+          "[cuda][graph][lm][index_det]") {
+  // The embedding's backward used to sum a repeated id's rows with atomicAdd: on a real GPU two identical
+  // steps then differed in the last bits of token_embeddings.weight's gradient. (The emulated device may run
+  // atomics in order, so there this guards the deterministic kernel rather than exposing the old one.)
+  Generator gen(5);
+  nn::TransformerLM lm(testing::tiny_gqa_lm(), &gen);
+  lm.to(gpu());
+  const std::vector<uint32_t> tokens = repeating_tokens(2 * 16 + 1, 3);
+  std::vector<int64_t> x(32), y(32);
+  for (size_t i = 0; i < 32; ++i) {
+    x[i] = tokens[i];
+    y[i] = tokens[i + 1];
+  }
+  const Tensor ids = from_vector<int64_t>(x, {2, 16}).to(gpu()), targets = from_vector<int64_t>(y, {32}).to(gpu());
+  std::vector<double> grads[2];
+  for (auto& grad : grads) {
+    lm.zero_grad();
+    cross_entropy(lm(ids).reshape({32, 64}), targets).backward();
+    for (const auto& [name, p] : lm.named_parameters())
+      if (name == "token_embeddings.weight") grad = values(p.grad());
+  }
+  REQUIRE(grads[0].size() == size_t(64 * 32));
+  CHECK(grads[0] == grads[1]);
+  // the rows of the batch's 13 ids got gradient, the other 51 rows none
+  int rows_with_gradient = 0;
+  for (size_t r = 0; r < 64; ++r)
+    rows_with_gradient += std::any_of(grads[0].begin() + long(r * 32), grads[0].begin() + long(r * 32 + 32),
+                                      [](double g) { return g != 0.0; });
+  CHECK(rows_with_gradient == 13);
+}
+
 TEST_CASE("graph: train with cuda_graph on and off writes the same metrics, and resumes exactly", "[cuda][graph][lm]") {
-  const std::vector<uint32_t> tokens = cyclic_tokens(4000, 29);
+  const std::vector<uint32_t> tokens = repeating_tokens(4000, 29);
   const data::TokenSource train = std::span<const uint32_t>(tokens.data(), 3500);
   const data::TokenSource val = std::span<const uint32_t>(tokens.data() + 3500, 500);
   data::testing::ScratchDir dir("cuda_graph_train");
   lm::TrainOptions o;
-  o.batch_size = 1;  // see cyclic_tokens
+  o.batch_size = 2;  // ids repeat within and across rows (repeating_tokens)
   o.grad_accum = 2;
   o.steps = 6;
   o.lr = 1e-2;
