@@ -23,9 +23,14 @@ uint32_t next_token(Sampler& sampler, const Tensor& logits) {
            "next_token: logits must be [1, T, V] with T >= 1, but are {}", logits.shape());
   const Tensor row = logits.select(1, logits.size(1) - 1).select(0, 0);  // [V]
   if (row.device() != Device::cpu()) {
-    if (sampler.options().is_greedy()) {  // the argmax where the logits are; one id comes back
-      const int64_t id = argmax(row, 0).item<int64_t>();
-      const double best = row.narrow(0, id, 1).item<double>();  // NaN wins the argmax, so one read tells
+    if (sampler.options().is_greedy()) {
+      // The argmax where the logits are; its id and its logit come back in one read (a [2] float64: ids below
+      // 2^53 are exact in a double) — one host round trip per token. NaN wins the argmax, so the logit tells.
+      const Tensor best_id = argmax(row, 0, /*keepdim=*/true);  // [1] int64
+      const std::vector<double> read = cat({best_id.to(kFloat64), index_select(row, 0, best_id).to(kFloat64)}, 0)
+                                           .to_vector<double>();
+      const auto id = static_cast<int64_t>(read[0]);
+      const double best = read[1];
       TG_CHECK(best > -std::numeric_limits<double>::infinity() && best < std::numeric_limits<double>::infinity(),
                "Sampler: the logit of token {} is {} (NaN or +inf, or every logit is -inf)", id, best);
       return uint32_t(id);

@@ -119,6 +119,8 @@ TEST_CASE("generate: next_token on cuda:0 logits is the argmax, lowest id among 
   const Tensor logits = from_vector(std::vector<float>{0.5f, 3.f, -1.f, 3.f, 2.f, 9.f, 9.f, 1.f}, {1, 2, 4});
   CHECK(lm::next_token(sampler, logits.to(gpu())) == 1);  // the last position: {2, 9, 9, 1} → id 1
   CHECK(lm::next_token(sampler, logits.narrow(1, 0, 1).to(gpu())) == 1);  // {0.5, 3, -1, 3} → id 1
+  CHECK(lm::next_token(sampler, logits.to(kBFloat16).to(gpu())) == 1);    // bf16 logits (exact here)
+  CHECK(lm::next_token(sampler, logits.to(kFloat64).to(gpu())) == 1);
   const Tensor bad = from_vector(std::vector<float>{1.f, std::nanf(""), 2.f}, {1, 1, 3});
   CHECK_THROWS_WITH(lm::next_token(sampler, bad.to(gpu())), Catch::Contains("NaN"));
   const float inf = std::numeric_limits<float>::infinity();
