@@ -63,11 +63,16 @@ if [[ $prebuilt == 1 ]]; then
        pip download -q nvidia-cudnn-frontend --no-deps -d build-gpu/cudnn_fe >/dev/null 2>&1; then
       (cd build-gpu/cudnn_fe && python3 -m zipfile -e nvidia_cudnn_frontend-*.whl wheel)
       rm -rf build-gpu/llmc_cudnn && cp -r $shared/bench/peers/llmc build-gpu/llmc_cudnn
-      make -C build-gpu/llmc_cudnn train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=1 GPU_COMPUTE_CAPABILITY=90 \
-        CUDNN_FRONTEND_PATH="$PWD/build-gpu/cudnn_fe/wheel/include" \
-        NVCC_LDFLAGS="-lcublas -lcublasLt -lcudnn -lnvidia-ml -L$PWD/build-gpu/nvml" >/dev/null &&
-        strip -o .gpudeps/bin/train_gpt2cu_cudnn build-gpu/llmc_cudnn/train_gpt2cu &&
+      # llm.c's Makefile looks for the headers only in ~/cudnn-frontend/include or ./cudnn-frontend/include;
+      # the frontend (1.x from PyPI) compiles some engines with NVRTC at run time: -lnvrtc (the toolkit's, there too).
+      mkdir -p build-gpu/llmc_cudnn/cudnn-frontend && cp -r build-gpu/cudnn_fe/wheel/include build-gpu/llmc_cudnn/cudnn-frontend/
+      if make -C build-gpu/llmc_cudnn train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=1 GPU_COMPUTE_CAPABILITY=90 \
+           NVCC_LDFLAGS="-lcublas -lcublasLt -lcudnn -lnvrtc -lnvidia-ml -L$PWD/build-gpu/nvml" >/dev/null; then
+        strip -o .gpudeps/bin/train_gpt2cu_cudnn build-gpu/llmc_cudnn/train_gpt2cu
         xz -T0 -6 .gpudeps/bin/train_gpt2cu_cudnn
+      else
+        echo "gpu_deps.sh: llm.c with cuDNN did not build (above): the benchmark runs llm.c without cuDNN only" >&2
+      fi
     else
       echo "gpu_deps.sh: no cudnn.h or no nvidia-cudnn-frontend wheel: llm.c without cuDNN only" >&2
     fi
