@@ -1,5 +1,6 @@
 // optimizer_kernels.cpp — in-place parameter updates for optim/, one fused kernel each; never recorded
 // on the tape (an optimizer step is not differentiated). optim/ reaches the backend only through here.
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -36,6 +37,24 @@ kernels::AdamWStep step_scalars(const char* op, const AdamWHyper& h, int64_t ste
   return {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, 1.0 - std::pow(h.beta1, t), 1.0 - std::pow(h.beta2, t)};
 }
 
+// The kernel views of (param, grad, exp_avg, exp_avg_sq) quadruples, each checked, all on the first one's device.
+std::vector<kernels::AdamWTensors> adamw_views(const char* op, const std::vector<std::array<Tensor, 4>>& tensors) {
+  std::vector<kernels::AdamWTensors> views;
+  views.reserve(tensors.size());
+  for (const auto& [param, grad, exp_avg, exp_avg_sq] : tensors) {
+    check_adamw_tensors(op, param, grad, exp_avg, exp_avg_sq);
+    detail::check_same_device(op, tensors.front()[0], param);
+    views.push_back({kview(param), kview(grad), kview(exp_avg), kview(exp_avg_sq)});
+  }
+  return views;
+}
+
+// The update wrote param, exp_avg and exp_avg_sq in place.
+void bump_adamw_versions(const std::vector<std::array<Tensor, 4>>& tensors) {
+  for (const auto& t : tensors)
+    for (int i : {0, 2, 3}) t[size_t(i)].storage()->bump_version();
+}
+
 }  // namespace
 
 void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
@@ -50,17 +69,10 @@ void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_av
 void adamw_update_many_(const std::vector<std::array<Tensor, 4>>& tensors, const AdamWHyper& h, int64_t step) {
   const char* op = "adamw_update_many_";
   if (tensors.empty()) return;
-  std::vector<kernels::AdamWTensors> views;
-  views.reserve(tensors.size());
-  for (const auto& [param, grad, exp_avg, exp_avg_sq] : tensors) {
-    check_adamw_tensors(op, param, grad, exp_avg, exp_avg_sq);
-    detail::check_same_device(op, tensors.front()[0], param);
-    views.push_back({kview(param), kview(grad), kview(exp_avg), kview(exp_avg_sq)});
-  }
+  const std::vector<kernels::AdamWTensors> views = adamw_views(op, tensors);
   const kernels::AdamWStep s = step_scalars(op, h, step);
   backend_of(tensors.front()[0]).adamw_update_many(views, s);
-  for (const auto& t : tensors)
-    for (int i : {0, 2, 3}) t[size_t(i)].storage()->bump_version();
+  bump_adamw_versions(tensors);
 }
 
 Tensor adamw_step_scalars(const AdamWHyper& h, int64_t step) {
@@ -77,20 +89,13 @@ void adamw_update_many_from_device_(const std::vector<std::array<Tensor, 4>>& te
   TG_CHECK(scalars.dtype() == kFloat64 && scalars.numel() == 7 && scalars.is_contiguous(),
            "{}: the step's scalars must be a contiguous float64 tensor of 7 elements (adamw_step_scalars), got {} {}",
            op, scalars.dtype(), scalars.shape());
-  std::vector<kernels::AdamWTensors> views;
-  views.reserve(tensors.size());
-  for (const auto& [param, grad, exp_avg, exp_avg_sq] : tensors) {
-    check_adamw_tensors(op, param, grad, exp_avg, exp_avg_sq);
-    detail::check_same_device(op, tensors.front()[0], param);
-    views.push_back({kview(param), kview(grad), kview(exp_avg), kview(exp_avg_sq)});
-  }
+  const std::vector<kernels::AdamWTensors> views = adamw_views(op, tensors);
   detail::check_same_device(op, tensors.front()[0], scalars);
   TG_CHECK(backend_of(tensors.front()[0]).adamw_update_many_from_device(views, kview(scalars)),
            "{}: the backend of {} has no AdamW kernel reading its scalars from device memory for these tensors "
            "(a GPU, contiguous float32/float64 tensors of one dtype)",
            op, tensors.front()[0].device().str());
-  for (const auto& t : tensors)
-    for (int i : {0, 2, 3}) t[size_t(i)].storage()->bump_version();
+  bump_adamw_versions(tensors);
 }
 
 Tensor clip_grad_norm_many_(const std::vector<Tensor>& grads, double max_norm) {
