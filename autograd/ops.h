@@ -138,6 +138,11 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 // torch.gather: out[i][j][k] = x[i][index[i][j][k]][k] for dim 1.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// In place, not differentiable: out[.., index[j], ..] = src[.., j, ..] along dim (torch's index_copy_): src has
+// out's shape but index.numel() at dim, and out's dtype; a repeated index keeps the last j's row; a bad index is
+// an error and nothing is written. Where the index lives on the device, the position is never read by the host
+// (the KV cache's write in a captured decode step).
+Tensor& index_copy_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 
 // ---- fused Transformer ops (autograd/ops/fused.cpp) ----
 // Each replaces a composition of the ops above with one kernel forward and one backward; the
@@ -164,6 +169,11 @@ Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor&
 // positions); the queries are the last T positions, query t sees keys 0..t + Tk − T ("bottom-right"
 // causal). Differentiable only when Tk == T.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
+// Inference over the first L keys of k, v [B, Hkv, Tc, D], L = key_count (int64, one element, on q's device) read
+// by the kernel when it runs — a captured decode step replays at any position (lm/graph_decoder.h). T ≤ L ≤ Tc
+// (otherwise an error; on a GPU reported at its next check); query t is position t + L − T. Bit for bit the
+// form above on k, v narrowed to L keys. Not differentiable.
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& key_count);
 
 // ---- optimizer kernels (autograd/ops/optimizer_kernels.cpp): in place, never recorded ----
 struct AdamWHyper {

@@ -7,6 +7,8 @@
 // with the copy bandwidth measured in the same run (a device-to-device copy of 2 × 256 MiB; bytes read
 // + bytes written, per second). Under --precision bf16 the weights' bf16 copies are kept between steps
 // (nn::CastCacheGuard, held by lm::generate), so the weights read per token are the bf16 ones.
+// On a GPU the decode steps are timed twice, side by side: replayed as one CUDA graph per step (what
+// generate does by default: lm/graph_decoder.h) and eager (--cuda-graph off), to show what the graph saves.
 // The peer: shared/bench/torch_lm_modern.py --gen 256 (PyTorch with a KV cache), run beside it by
 // scripts/gpu_check.sh.
 //
@@ -110,13 +112,18 @@ int main(int argc, char** argv) {
       w.max_tokens = 8;
       lm::generate(model, prompt, w);
     }
-    std::vector<double> decode_tps, prefill_ms;
-    int64_t produced = 0;
-    for (int r = 0; r < reps; ++r) {
+    std::vector<double> decode_tps, eager_tps, prefill_ms;
+    int64_t produced = 0, graph_steps = 0;
+    for (int r = 0; r < reps; ++r) {  // graph and eager alternate, so drift hits both alike
+      o.cuda_graph = true;
       const lm::GenerateResult res = lm::generate(model, prompt, o);
       decode_tps.push_back(double(res.decode_tokens) / res.decode_seconds);
       prefill_ms.push_back(res.prefill_seconds * 1e3);
       produced = int64_t(res.tokens.size());
+      graph_steps = res.graph_steps;
+      o.cuda_graph = false;
+      const lm::GenerateResult eager = lm::generate(model, prompt, o);
+      eager_tps.push_back(double(eager.decode_tokens) / eager.decode_seconds);
     }
     const double bw = copy_bandwidth(device, be);
     const int64_t n_mm = c->layers * (4 * c->d_model * c->d_model + 3 * c->d_model * c->d_ff) + c->d_model * c->vocab;
@@ -127,7 +134,8 @@ int main(int argc, char** argv) {
                 device.str().c_str(), c->name, (long long)n_mm, nn::precision_name(precision), (long long)prompt_len,
                 (long long)produced);
     std::printf("%-22s %12s\n", "measure", "value");
-    std::printf("%-22s %12.0f\n", "decode tok/s (median)", tps);
+    std::printf("%-22s %12.0f%s\n", "decode tok/s (median)", tps, graph_steps > 0 ? "  (CUDA graph per step)" : "");
+    std::printf("%-22s %12.0f\n", "eager decode tok/s", median(eager_tps));
     std::printf("%-22s %12.2f\n", "prefill ms (median)", median(prefill_ms));
     std::printf("%-22s %12.1f\n", "copy GB/s (r+w)", bw / 1e9);
     std::printf("%-22s %12.1f\n", "weight MB per token", weight_bytes / 1e6);
@@ -136,9 +144,9 @@ int main(int argc, char** argv) {
     std::printf(
         "RESULT {\"impl\": \"tapegrad\", \"kind\": \"decode\", \"device\": \"%s\", \"config\": \"%s\", \"precision\": "
         "\"%s\", \"tokens\": %lld, \"decode_tok_s\": %.1f, \"prefill_ms\": %.3f, \"copy_gbs\": %.1f, "
-        "\"weight_mb_per_token\": %.1f, \"limit_tok_s\": %.0f}\n",
+        "\"weight_mb_per_token\": %.1f, \"limit_tok_s\": %.0f, \"graph_steps\": %lld, \"eager_decode_tok_s\": %.1f}\n",
         device.str().c_str(), c->name, nn::precision_name(precision), (long long)produced, tps, median(prefill_ms),
-        bw / 1e9, weight_bytes / 1e6, limit);
+        bw / 1e9, weight_bytes / 1e6, limit, (long long)graph_steps, median(eager_tps));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_decode: %s\n", e.what());
     return 1;

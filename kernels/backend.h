@@ -167,6 +167,12 @@ class Backend {
   virtual void gather(const TensorView& out, const TensorView& in, int dim, const TensorView& index) = 0;
   // out[i][index[i][j][k]][k] += src[i][j][k] for dim 1; src has index's shape.
   virtual void scatter_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) = 0;
+  // out[.., index[j], ..] = src[.., j, ..]: rows of src written over rows of out along dim (1-D index; src has
+  // out's shape but index.numel() at dim; one dtype, stored as is — bfloat16 included, like copy). A repeated
+  // index: the last j's row is written (on every backend). A bad index throws (the GPU: at the next check,
+  // as index_select) and nothing is written. Generation writes a decode step's K, V into the KV cache at a
+  // position held in device memory with it (nn/kv_cache.h).
+  virtual void index_copy(const TensorView& out, int dim, const TensorView& index, const TensorView& src) = 0;
 
   // ---- Fused Transformer kernels (cross-entropy, RMSNorm, SwiGLU) ----
   // Each has a composition of the functions above as its reference (tests/test_fused_ops.cpp).
@@ -208,6 +214,14 @@ class Backend {
   // hidden)·v; lse [B, H, T] receives each row's log-sum-exp (what backward reads).
   virtual void causal_attention(const TensorView& out, const TensorView& lse, const TensorView& q,
                                 const TensorView& k, const TensorView& v, double scale) = 0;
+  // causal_attention over the first L keys of k, v [B, Hkv, Tc, D], where L is read from key_count (Int64, one
+  // element, on this device) when the kernel runs, not when it is queued — so one captured decode step replays
+  // at every position (lm/graph_decoder.h). Needs T ≤ L ≤ Tc: otherwise an error (the GPU: a device error
+  // reported at the next check, like a bad index) and out, lse are not written. Query t is position t + L − T.
+  // The same values, bit for bit, as causal_attention on k, v narrowed to their first L keys.
+  virtual void causal_attention_prefix(const TensorView& out, const TensorView& lse, const TensorView& q,
+                                       const TensorView& k, const TensorView& v, const TensorView& key_count,
+                                       double scale) = 0;
   // Writes (not accumulates) grad_q, grad_k, grad_v (the shapes of q, k, v, D stride 1) from grad_out.
   // Backward takes Tk == T only (training has no cache).
   virtual void causal_attention_backward(const TensorView& grad_q, const TensorView& grad_k,

@@ -195,6 +195,10 @@ class Bf16Bridge final : public Backend {
     b_.index_select(s.out(out), s.in(in), dim, index);
     s.write_back();
   }
+  // index_copy moves elements without arithmetic: every backend stores bfloat16 in it itself, as in copy.
+  void index_copy(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override {
+    b_.index_copy(out, dim, index, src);
+  }
   void index_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override {
     if (!any_bf16(out, src) || native(BackendFunction::IndexAdd, present_bf16(out, src)))
       return b_.index_add(out, dim, index, src);
@@ -285,6 +289,15 @@ class Bf16Bridge final : public Backend {
       return b_.causal_attention(out, lse, q, k, v, scale);
     Fp32Scratch s = scratch(BackendFunction::CausalAttention);
     b_.causal_attention(s.out(out), s.out(lse), s.in(q), s.in(k), s.in(v), scale);
+    s.write_back();
+  }
+  void causal_attention_prefix(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                               const TensorView& v, const TensorView& key_count, double scale) override {
+    if (!any_bf16(out, lse, q, k, v) ||
+        native(BackendFunction::CausalAttention, present_bf16(out, q, k, v) && is_f32(lse)))
+      return b_.causal_attention_prefix(out, lse, q, k, v, key_count, scale);
+    Fp32Scratch s = scratch(BackendFunction::CausalAttention);
+    b_.causal_attention_prefix(s.out(out), s.out(lse), s.in(q), s.in(k), s.in(v), key_count, scale);
     s.write_back();
   }
   void causal_attention_backward(const TensorView& grad_q, const TensorView& grad_k, const TensorView& grad_v,

@@ -3,8 +3,10 @@
 
 #include <chrono>
 #include <limits>
+#include <optional>
 
 #include "autograd/tapegrad.h"
+#include "lm/graph_decoder.h"
 #include "nn/kv_cache.h"
 #include "nn/precision.h"
 
@@ -87,6 +89,9 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
   Tensor logits = model.forward(ids_as_batch(std::span(all).subspan(first), device), cache, /*last_only=*/true);
   uint32_t next = next_token(sampler, logits);
   r.prefill_seconds = seconds_since(t0);
+  // Decode steps as graph replays where the device can capture (a GPU); eager launches otherwise.
+  std::optional<GraphDecoder> graph;
+  if (o.cuda_graph && device.type == DeviceType::CUDA) graph.emplace(model, cache, o.sampling.is_greedy());
   t0 = Clock::now();
   for (int64_t n = 0;; ++n) {
     r.tokens.push_back(next);
@@ -100,14 +105,17 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
     if (cache.length() == cache.capacity()) {  // only with `sliding`: re-read the last context − 1 tokens
       cache.reset();
       logits = model.forward(ids_as_batch(std::span(all).last(size_t(context - 1)), device), cache, /*last_only=*/true);
+      next = next_token(sampler, logits);
+    } else if (graph && graph->available()) {
+      next = graph->step(next, sampler);
     } else {
       const uint32_t id[1] = {next};
-      logits = model.forward(ids_as_batch(id, device), cache);
+      next = next_token(sampler, model.forward(ids_as_batch(id, device), cache));
     }
-    next = next_token(sampler, logits);
     ++r.decode_tokens;
   }
   r.decode_seconds = seconds_since(t0);
+  r.graph_steps = graph ? graph->replays() : 0;
   return r;
 }
 

@@ -14,7 +14,9 @@
 // on the model's device, of which one id is read back; temperature / top-k / top-p read the last
 // logits row [V] back and draw on the host with lm::Sampler, so that the same seed gives the same
 // text on every device (a device-side draw would need its own generator and sort, and the row is a
-// few hundred KB at most: nothing beside the forward pass of a decode step).
+// few hundred KB at most: nothing beside the forward pass of a decode step). On a GPU each decode
+// step after the prefill is one CUDA graph replay (lm/graph_decoder.h; cuda_graph = false: eager
+// launches), the greedy argmax inside it: the same tokens as eager decoding.
 //
 // Context: the prompt plus every generated token but the last must fit the model's context_length.
 // Without `sliding` a request that cannot fit is refused before anything runs; with it, when the
@@ -38,6 +40,7 @@ struct GenerateOptions {
   uint64_t seed = 0;
   std::optional<uint32_t> stop_token;  // end-of-text: generation stops after producing it
   bool sliding = false;                // keep generating past the context (see above)
+  bool cuda_graph = true;              // on a GPU, replay each decode step as a CUDA graph (lm/graph_decoder.h)
 };
 
 struct GenerateResult {
@@ -48,6 +51,7 @@ struct GenerateResult {
   double decode_seconds = 0;      // every later token (re-prefills of `sliding` included)
   int64_t decode_tokens = 0;      // tokens produced in decode_seconds
   bool stopped_at_stop_token = false;
+  int64_t graph_steps = 0;        // decode steps replayed as a CUDA graph (0 on the CPU or with cuda_graph off)
 };
 
 // The next token from the last position of logits [B=1, T, V] on any device (see above): greedy →

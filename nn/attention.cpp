@@ -83,6 +83,21 @@ Tensor CausalSelfAttention::attend(const Tensor& x, const Tensor& positions, boo
   return output_proj->forward(y);                 // [B, T, C]
 }
 
+CausalSelfAttention::QKV CausalSelfAttention::project_for_cache(const Tensor& x, const Tensor& positions,
+                                                                 DType dtype) const {
+  const int64_t B = x.size(0), T = x.size(1), H = n_heads, Hkv = n_kv_heads, D = head_dim;
+  Tensor q = q_proj->forward(x).view({B, T, H, D}).transpose(1, 2);    // [B, H, T, D]
+  Tensor k = k_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);  // [B, Hkv, T, D]
+  Tensor v = v_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);
+  if (rope) {
+    q = rope->forward(q, positions);
+    k = rope->forward(k, positions);
+  }
+  // The cache's dtype decides the attention's (a bf16 cache under bf16 precision: nn/kv_cache.h).
+  if (q.dtype() != dtype) q = q.to(dtype);
+  return {q, k, v};
+}
+
 Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t start) const {
   TG_CHECK(x.dim() == 3 && x.size(2) == d_model, "CausalSelfAttention: input must be [B, T, {}], got {}", d_model,
            x.shape());
@@ -94,22 +109,32 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache::Layer& cach
   const Tensor pos = rope ? rope->positions(start, T)
                           : arange(static_cast<double>(start), static_cast<double>(L), 1.0,
                                    Options(kInt64).device(x.device()));
-  Tensor q = q_proj->forward(x).view({B, T, H, D}).transpose(1, 2);    // [B, H, T, D]
-  Tensor k = k_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);  // [B, Hkv, T, D]
-  Tensor v = v_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);
-  if (rope) {
-    q = rope->forward(q, pos);
-    k = rope->forward(k, pos);
-  }
-  // The cache's dtype decides the attention's (a bf16 cache under bf16 precision: nn/kv_cache.h).
-  if (q.dtype() != cache.k.dtype()) q = q.to(cache.k.dtype());
-  cache.k.narrow(2, start, T).copy_(k);
-  cache.v.narrow(2, start, T).copy_(v);
+  const QKV p = project_for_cache(x, pos, cache.k.dtype());
+  cache.k.narrow(2, start, T).copy_(p.k);
+  cache.v.narrow(2, start, T).copy_(p.v);
   // Keys 0..L−1 from the cache; query t (position start + t) sees keys j ≤ start + t: the fused
   // kernel's "bottom-right" causal mask over a longer key sequence (one token while decoding).
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  Tensor y = causal_attention(q, cache.k.narrow(2, 0, L), cache.v.narrow(2, 0, L), scale);  // [B, H, T, D]
+  Tensor y = causal_attention(p.q, cache.k.narrow(2, 0, L), cache.v.narrow(2, 0, L), scale);  // [B, H, T, D]
   y = y.transpose(1, 2).reshape({B, T, H * D});
+  return output_proj->forward(y);
+}
+
+Tensor CausalSelfAttention::forward_decode(const Tensor& x, KVCache::Layer& cache, const Tensor& position,
+                                           const Tensor& key_count) const {
+  TG_CHECK(x.dim() == 3 && x.size(1) == 1 && x.size(2) == d_model,
+           "CausalSelfAttention: a decode step's input must be [B, 1, {}], got {}", d_model, x.shape());
+  const int64_t B = x.size(0), H = n_heads, Hkv = n_kv_heads, D = head_dim;
+  TG_CHECK(cache.k.size(0) == B && cache.k.size(1) == Hkv && cache.k.size(3) == D,
+           "CausalSelfAttention: the KV cache {} does not fit batch {}, {} kv heads of dim {}", cache.k.shape(), B,
+           Hkv, D);
+  const QKV p = project_for_cache(x, position, cache.k.dtype());
+  // Row position[0] of the cache ← this token's K, V (converted to the cache's dtype, as copy_ does above).
+  index_copy_(cache.k, 2, position, p.k.dtype() == cache.k.dtype() ? p.k : p.k.to(cache.k.dtype()));
+  index_copy_(cache.v, 2, position, p.v.dtype() == cache.v.dtype() ? p.v : p.v.to(cache.v.dtype()));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  Tensor y = causal_attention(p.q, cache.k, cache.v, scale, key_count);  // [B, H, 1, D]
+  y = y.transpose(1, 2).reshape({B, 1, H * D});
   return output_proj->forward(y);
 }
 

@@ -40,6 +40,13 @@ class CausalSelfAttention : public Module {
   // start .. start+T−1; their K, V (after RoPE) are written into cache rows [start, start+T), and
   // query t attends to the cached keys 0 .. start+t. → [B, T, C]. The caller advances the cache.
   Tensor forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t start) const;
+  // The same for one token whose position is a device value, for a decode step captured once and replayed
+  // (lm/graph_decoder.h): x [B, 1, C] at position[0] (int64 [1] on x's device); its K, V go into cache row
+  // position[0] (index_copy_) and the query attends to the first key_count[0] = position[0] + 1 rows
+  // (causal_attention over a counted prefix). Nothing is read back to the host. The same bits as
+  // forward_cached(x, cache, position).
+  Tensor forward_decode(const Tensor& x, KVCache::Layer& cache, const Tensor& position,
+                        const Tensor& key_count) const;
 
   int64_t d_model, n_heads, n_kv_heads, head_dim;
   std::shared_ptr<RotaryEmbedding> rope;
@@ -48,6 +55,12 @@ class CausalSelfAttention : public Module {
  private:
   // forward (fused = true) and forward_reference (fused = false): the same projections, either path.
   Tensor attend(const Tensor& x, const Tensor& positions, bool fused) const;
+  // Q [B, H, T, D] and K, V [B, Hkv, T, D] of x [B, T, C] at `positions` [T], RoPE applied (fused), Q in
+  // `dtype` (the KV cache's), for the cached forwards.
+  struct QKV {
+    Tensor q, k, v;
+  };
+  QKV project_for_cache(const Tensor& x, const Tensor& positions, DType dtype) const;
 };
 
 }  // namespace tapegrad::nn

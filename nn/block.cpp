@@ -26,4 +26,10 @@ Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache::Layer& cache, 
   return add_residual(h, ffn->forward(ln2->forward(h)));
 }
 
+Tensor TransformerBlock::forward_decode(const Tensor& x, KVCache::Layer& cache, const Tensor& position,
+                                        const Tensor& key_count) const {
+  Tensor h = add_residual(x, attn->forward_decode(ln1->forward(x), cache, position, key_count));
+  return add_residual(h, ffn->forward(ln2->forward(h)));
+}
+
 }  // namespace tapegrad::nn

@@ -18,6 +18,9 @@ class TransformerBlock : public Module {
   // Inference with this layer's KV cache: x [B, T, C] at positions start .. start+T−1 (see
   // CausalSelfAttention::forward_cached).
   Tensor forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t start) const;
+  // One token at a device-held position (see CausalSelfAttention::forward_decode).
+  Tensor forward_decode(const Tensor& x, KVCache::Layer& cache, const Tensor& position,
+                        const Tensor& key_count) const;
 
   std::shared_ptr<RMSNorm> ln1;
   std::shared_ptr<CausalSelfAttention> attn;

@@ -116,6 +116,24 @@ Tensor TransformerLM::forward(const Tensor& ids, KVCache& cache, bool last_only)
   return classify(ln_final->forward(x));
 }
 
+Tensor TransformerLM::forward_decode(const Tensor& token, KVCache& cache, const Tensor& position) const {
+  TG_CHECK(token.defined() && token.dim() == 2 && token.size(1) == 1 && token.size(0) == cache.batch(),
+           "TransformerLM: a decode step's token must be [{}, 1], got {}", cache.batch(),
+           token.defined() ? token.shape() : Shape{});
+  TG_CHECK(position.defined() && position.dtype() == kInt64 && position.numel() == 1,
+           "TransformerLM: a decode step's position must be one int64, got {}",
+           position.defined() ? position.shape() : Shape{});
+  TG_CHECK(cache.num_layers() == blocks.size(), "TransformerLM: the KV cache holds {} layers, the model {}",
+           cache.num_layers(), blocks.size());
+  NoGradGuard no_grad;
+  const Tensor pos = position.reshape({1});
+  // The token's own row included; int64 on the device (a binary add: add_scalar is for floating tensors).
+  const Tensor key_count = pos + ones({1}, Options(kInt64).device(pos.device()));
+  Tensor x = token_embeddings->forward(token);  // [B, 1, C]
+  for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward_decode(x, cache.layer(l), pos, key_count);
+  return classify(ln_final->forward(x));
+}
+
 StateDict grow_vocabulary(const StateDict& state, int64_t new_vocab_size) {
   const auto emb = state.find("token_embeddings.weight");
   TG_CHECK(emb != state.end() && emb->second.defined() && emb->second.dim() == 2,

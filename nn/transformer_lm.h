@@ -67,6 +67,13 @@ class TransformerLM : public Module {
   // last_only: logits of the last position alone, [B, 1, V] (a prompt's prefill needs no more; the
   // classifier is then run on one row instead of T).
   Tensor forward(const Tensor& ids, KVCache& cache, bool last_only = false) const;
+  // One decode step with nothing read by the host, to be captured once as a CUDA graph and replayed for every
+  // token (lm/graph_decoder.h): token [B, 1] int64 and position [1] int64 (the token's position, = the number
+  // of cached positions) on the model's device → logits [B, 1, V]. Writes the token's K, V into cache row
+  // position[0] and attends to rows 0 .. position[0]. Leaves `position` and cache.length() as they are: the
+  // caller moves both on (position is not checked on the host: a value outside [0, capacity) is a device error
+  // at the next check). The same bits as forward(token, cache) at cache.length() = position[0].
+  Tensor forward_decode(const Tensor& token, KVCache& cache, const Tensor& position) const;
 
   // Inference with int8 weights (kernels/int8.h, docs/quantization.md): every Linear of every block
   // and, unless keep_embeddings_float, the embedding table (and so a tied classifier) and lm_head

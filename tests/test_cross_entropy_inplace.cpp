@@ -17,12 +17,15 @@
 #include "autograd/node.h"
 #include "autograd/tapegrad.h"
 #include "tests/grad_probe.h"
+#include "tests/same_bits.h"
 
 using namespace tapegrad;
 
 namespace {
 
 using testing::probe;
+using testing::bytes_of;
+using testing::same_bits;
 
 // y = make_view(x) on x's own buffer (a strided view, or one that leaves part of the buffer out); backward stores
 // y's gradient in *seen and passes undo(g) to x.
@@ -34,18 +37,6 @@ Tensor view_probe(const Tensor& x, MakeView make_view, Undo undo, Tensor* seen) 
     dx[0] = undo(g);
   });
   return y;
-}
-
-// The bytes of t's elements in row-major order (a contiguous CPU copy): equal bytes = bitwise equal.
-std::vector<unsigned char> bytes_of(const Tensor& t) {
-  const Tensor c = t.detach().to(kCPU).contiguous();
-  const auto* p = static_cast<const unsigned char*>(c.data_ptr());
-  return std::vector<unsigned char>(p, p + c.numel() * static_cast<int64_t>(dtype_size(c.dtype())));
-}
-
-// a and b have the same shape and the same bits (NaN payloads and signs of zero included).
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && bytes_of(a) == bytes_of(b);
 }
 
 Tensor randn_leaf(const Shape& s, DType dt, uint64_t seed, double scale = 1.0) {

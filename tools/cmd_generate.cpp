@@ -15,6 +15,7 @@
 #include "lm/model_io.h"
 #include "lm/quantized_model.h"
 #include "lm/text_codec.h"
+#include "lm/trainer.h"  // parse_cuda_graph_flag
 #include "lm/utf8_stream.h"
 #include "optim/checkpoint.h"
 #include "tools/commands.h"
@@ -49,6 +50,8 @@ int cmd_generate(Args args) {
       "sliding", po::bool_switch(), "past the context, keep the last context − 1 tokens and go on")(
       "no-stop", po::bool_switch(), "do not stop at the end-of-text token")(
       "device", po::value<std::string>()->default_value("cpu"), "where the model runs: cpu, cuda or cuda:N")(
+      "cuda-graph", po::value<std::string>()->default_value("on"),
+      "on|off: with --device cuda, replay each decode step as a CUDA graph (the same tokens, fewer launches)")(
       "threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
   add_sampling_options(opts);
   add_precision_option(opts, "the model");
@@ -64,6 +67,7 @@ int cmd_generate(Args args) {
   o.sampling = sampling_options(vm);  // bad options are refused before the model is read
   o.seed = vm["seed"].as<uint64_t>();
   o.sliding = vm["sliding"].as<bool>();
+  o.cuda_graph = lm::parse_cuda_graph_flag(vm["cuda-graph"].as<std::string>());
   const std::string prompt = read_prompt(vm);
 
   const std::string path = checkpoint_flag(vm["checkpoint"].as<std::string>());
@@ -92,10 +96,11 @@ int cmd_generate(Args args) {
   });
   std::fputs((stream.finish() + "\n").c_str(), stdout);
   std::fflush(stdout);
-  std::fprintf(stderr, "prefill: %lld tokens in %.1f ms (%.0f tok/s); decode: %lld tokens in %.2f s (%.1f tok/s)%s\n",
+  const std::string graphs = r.graph_steps > 0 ? fmt::format(", {} as CUDA graph replays", r.graph_steps) : "";
+  std::fprintf(stderr, "prefill: %lld tokens in %.1f ms (%.0f tok/s); decode: %lld tokens in %.2f s (%.1f tok/s%s)%s\n",
                (long long)r.prefill_tokens, r.prefill_seconds * 1e3, double(r.prefill_tokens) / r.prefill_seconds,
                (long long)r.decode_tokens, r.decode_seconds,
-               r.decode_tokens > 0 ? double(r.decode_tokens) / r.decode_seconds : 0.0,
+               r.decode_tokens > 0 ? double(r.decode_tokens) / r.decode_seconds : 0.0, graphs.c_str(),
                r.stopped_at_stop_token ? "; stopped at the end-of-text token" : "");
   return 0;
 }

@@ -94,8 +94,10 @@ Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor&
   return y;
 }
 
-Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
-  const char* op = "causal_attention";
+namespace {
+
+// The checks both causal_attention forms make of q, k, v.
+void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
   for (const Tensor* t : {&q, &k, &v}) detail::check_defined(op, *t);
   detail::check_floating(op, q);
   detail::check_same_dtype(op, q, k);
@@ -106,6 +108,35 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
                k.size(2) >= q.size(2) && k.size(3) == q.size(3) && k.size(1) > 0 && q.size(1) % k.size(1) == 0,
            "{}: need q [B, H, T, D] and k, v [B, Hkv, Tk, D] with H a multiple of Hkv and Tk ≥ T, got {}, {}, {}", op,
            q.shape(), k.shape(), v.shape());
+}
+
+}  // namespace
+
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& key_count) {
+  const char* op = "causal_attention";
+  check_attention_inputs(op, q, k, v);
+  detail::check_defined(op, key_count);
+  detail::check_same_device(op, q, key_count);
+  TG_CHECK(key_count.dtype() == kInt64 && key_count.numel() == 1,
+           "{}: the key count must be one int64 element, got {} {}", op, key_count.dtype(), key_count.shape());
+  TG_CHECK(!needs_grad({&q, &k, &v}),
+           "{}: attention over a counted prefix of the keys (a KV cache) is for inference only; there is no "
+           "gradient (run it under NoGradGuard)",
+           op);
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  const Tensor qb = rows_usable_by_blas(q), kb = rows_usable_by_blas(k), vb = rows_usable_by_blas(v);
+  const Tensor count = key_count.reshape({1}).contiguous();
+  Tensor out = empty({B, T, H, D}, q.options()).transpose(1, 2);
+  Tensor lse = empty({B, H, T}, Options(detail::statistic_dtype(q.dtype())).device(q.device()));
+  if (q.numel() > 0)
+    backend_of(q).causal_attention_prefix(kview(out), kview(lse), kview(qb), kview(kb), kview(vb), kview(count),
+                                          scale);
+  return out;
+}
+
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
+  const char* op = "causal_attention";
+  check_attention_inputs(op, q, k, v);
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   const bool grad = needs_grad({&q, &k, &v});
   TG_CHECK(!grad || k.size(2) == T,

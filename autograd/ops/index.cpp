@@ -3,6 +3,7 @@
 //       dx = zeros(x.shape); dx[.., idx[j], ..] += g[.., j, ..]      (repeated indices accumulate)
 //   y = gather(x, dim, idx):        y[i][j][k] = x[i][idx[i][j][k]][k]   (dim 1)
 //       dx = zeros(x.shape); dx[i][idx[i][j][k]][k] += g[i][j][k]
+// index_copy_ (in place, not differentiable): out[.., idx[j], ..] = src[.., j, ..], the last j winning.
 #include "autograd/ops/op_util.h"
 
 namespace tapegrad {
@@ -31,6 +32,30 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
       dx[0] = gx;
     });
   return y;
+}
+
+Tensor& index_copy_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  const char* op = "index_copy_";
+  detail::check_defined(op, out);
+  detail::check_defined(op, index);
+  detail::check_defined(op, src);
+  TG_CHECK(!(GradMode::enabled() && (out.requires_grad() || src.requires_grad())),
+           "{}: not differentiable; run it under NoGradGuard or on detach()", op);
+  TG_CHECK(is_index(index.dtype()) && index.dim() <= 1, "{}: index must be a 1-D int64 or int32 tensor, got {} {}", op,
+           index.dtype(), index.shape());
+  TG_CHECK(out.dim() > 0, "{}: cannot index a 0-d tensor", op);
+  detail::check_same_device(op, out, index);
+  detail::check_same_device(op, out, src);
+  detail::check_same_dtype(op, out, src);
+  const int d = wrap_dim(dim, out.dim(), op);
+  const Tensor idx = index.reshape({-1});
+  Shape want = out.shape();
+  want[d] = idx.numel();
+  TG_CHECK(src.shape() == want, "{}: src must be {} (out {} with {} rows at dim {}), got {}", op, want, out.shape(),
+           idx.numel(), d, src.shape());
+  if (idx.numel() > 0) backend_of(out).index_copy(kview(out), d, kview(idx), kview(src));
+  out.storage()->bump_version();
+  return out;
 }
 
 // weight [V, C], ids [...] (int) → [..., C]

@@ -36,6 +36,7 @@ class CpuBackend final : public Backend {
   void index_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;
   void gather(const TensorView& out, const TensorView& in, int dim, const TensorView& index) override;
   void scatter_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;
+  void index_copy(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;
 
   // Fused Transformer kernels (cross-entropy, RMSNorm, SwiGLU): fused_cross_entropy.cpp,
   // fused_rmsnorm.cpp, fused_swiglu.cpp.
@@ -56,6 +57,8 @@ class CpuBackend final : public Backend {
             const TensorView& positions, bool inverse) override;
   void causal_attention(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
                         const TensorView& v, double scale) override;
+  void causal_attention_prefix(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                               const TensorView& v, const TensorView& key_count, double scale) override;
   void causal_attention_backward(const TensorView& grad_q, const TensorView& grad_k, const TensorView& grad_v,
                                  const TensorView& grad_out, const TensorView& q, const TensorView& k,
                                  const TensorView& v, const TensorView& out, const TensorView& lse,

@@ -287,6 +287,21 @@ void CpuBackend::causal_attention(const TensorView& out, const TensorView& lse, 
   });
 }
 
+// The first L = key_count[0] keys of the cache (the host reads the count: CPU memory), then the call above.
+void CpuBackend::causal_attention_prefix(const TensorView& out, const TensorView& lse, const TensorView& q,
+                                         const TensorView& k, const TensorView& v, const TensorView& key_count,
+                                         double scale) {
+  TG_CHECK(key_count.dtype == DType::Int64 && key_count.numel() == 1,
+           "causal_attention_prefix: the key count must be one int64, got {} {}", key_count.dtype, key_count.shape);
+  TG_CHECK(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "causal_attention_prefix: q, k, v must be 4-d");
+  const int64_t L = *static_cast<const int64_t*>(key_count.data), T = q.shape[2], Tc = k.shape[2];
+  TG_CHECK(L >= T && L <= Tc, "causal_attention_prefix: key count {} is outside [T, Tc] = [{}, {}]", L, T, Tc);
+  TensorView k_first = k, v_first = v;
+  k_first.shape[2] = L;
+  v_first.shape[2] = L;
+  causal_attention(out, lse, q, k_first, v_first, scale);
+}
+
 void CpuBackend::causal_attention_backward(const TensorView& grad_q, const TensorView& grad_k,
                                            const TensorView& grad_v, const TensorView& grad_out, const TensorView& q,
                                            const TensorView& k, const TensorView& v, const TensorView& out,

@@ -1,5 +1,6 @@
 // index.cpp — CPU indexing kernels: index_select / index_add (embedding lookup and its
-// scatter-add backward) and gather / scatter_add along a dim (torch.gather semantics).
+// scatter-add backward), index_copy (rows written at indexed positions: the KV cache's decode-step
+// write) and gather / scatter_add along a dim (torch.gather semantics).
 // Every index is checked before anything is written, so a bad index throws and leaves the
 // output untouched. The scatter kernels run serially: repeated indices must accumulate.
 #include <cstring>
@@ -79,6 +80,17 @@ void CpuBackend::index_add(const TensorView& out, int dim, const TensorView& ind
       }
     }
   });
+}
+
+void CpuBackend::index_copy(const TensorView& out, int dim, const TensorView& index, const TensorView& src) {
+  check_indices(index, out.shape[dim], "index_copy", dim);
+  const int64_t n = index.numel(), is = index.strides.size() ? index.strides[0] : 1;
+  const int64_t esz = dtype_size(index.dtype);
+  // In index order, so a repeated index keeps the last row written (the GPU kernel reproduces this).
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t dst = read_index(index.data, index.dtype, j * is * esz);
+    copy_slab(narrow_one(out, dim, dst), narrow_one(src, dim, j));
+  }
 }
 
 void CpuBackend::gather(const TensorView& out, const TensorView& in, int dim, const TensorView& index) {
