@@ -218,7 +218,9 @@ class Backend {
   // element, on this device) when the kernel runs, not when it is queued — so one captured decode step replays
   // at every position (lm/graph_decoder.h). Needs T ≤ L ≤ Tc: otherwise an error (the GPU: a device error
   // reported at the next check, like a bad index) and out, lse are not written. Query t is position t + L − T.
-  // The same values, bit for bit, as causal_attention on k, v narrowed to their first L keys.
+  // The same values, bit for bit, as causal_attention on k, v narrowed to their first L keys when that call
+  // decodes too (L > T, T small: a decode step after a prefill); at L = T causal_attention may take another
+  // kernel (the GPU's blocked / tensor-core one for a prompt) and the two agree to rounding only.
   virtual void causal_attention_prefix(const TensorView& out, const TensorView& lse, const TensorView& q,
                                        const TensorView& k, const TensorView& v, const TensorView& key_count,
                                        double scale) = 0;

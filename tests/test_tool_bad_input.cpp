@@ -154,6 +154,7 @@ TEST_CASE("tool: another config, another tokenizer, a longer context, a full dis
   require_clean_error(gen_with({"--temperature", "-0.5"}), "--temperature");
   require_clean_error(gen_with({"--max-tokens", "40"}), "more than the model's context of 32");
   require_clean_error(gen_with({"--tokenizer", f.tok300}), "is not the one checkpoint");
+  require_clean_error(gen_with({"--cuda-graph", "maybe"}), "--cuda-graph must be on or off, but is 'maybe'");
   CHECK(gen_with({"--max-tokens", "40"}).out.empty());
   require_clean_error(f.tool({"info", "--checkpoint", f.dir.file("nope.safetensors")}), "nope.safetensors");
 

@@ -76,6 +76,8 @@ class CudaBackend final : public Backend {
   void index_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;
   void gather(const TensorView& out, const TensorView& in, int dim, const TensorView& index) override;
   void scatter_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;
+  // kernels/cuda/index_copy.cu: any dtype (bfloat16 moved as is), no host read of the index (capturable).
+  void index_copy(const TensorView& out, int dim, const TensorView& index, const TensorView& src) override;
 
   void cross_entropy(const TensorView& loss, const TensorView& lse, const TensorView& logits,
                      const TensorView& targets, int64_t ignore_index) override;
@@ -93,6 +95,11 @@ class CudaBackend final : public Backend {
             const TensorView& positions, bool inverse) override;
   void causal_attention(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
                         const TensorView& v, double scale) override;
+  // fused_attention.cu: always the row-per-warp kernel (for decoding: T small), which reads the key count from
+  // the device when it runs; bit for bit causal_attention on k, v narrowed to L keys when L > T and T < 16.
+  void causal_attention_prefix(const TensorView& out, const TensorView& lse, const TensorView& q,
+                               const TensorView& k, const TensorView& v, const TensorView& key_count,
+                               double scale) override;
   void causal_attention_backward(const TensorView& grad_q, const TensorView& grad_k, const TensorView& grad_v,
                                  const TensorView& grad_out, const TensorView& q, const TensorView& k,
                                  const TensorView& v, const TensorView& out, const TensorView& lse,

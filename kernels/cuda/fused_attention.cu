@@ -27,9 +27,12 @@
 // in the output rows themselves. Float32 is accumulated in float, as the CPU backend (BLAS sgemm)
 // does. Bfloat16 (storage S ≠ compute T): the blocked kernels load bf16, widen it into their float32
 // shared tiles, compute as for float32 and round each output once; lse and Δ stay float32. The row-per-warp
-// kernels get float32 copies (Float32Copy) instead. Bf16 with D ∈ {32, 64, 128} and 16-byte aligned rows
+// forward reads k, v as bfloat16 and gets float32 copies (Float32Copy) of q and out only; the row-per-warp
+// backward gets float32 copies of every operand. Bf16 with D ∈ {32, 64, 128} and 16-byte aligned rows
 // runs on tensor cores instead (flash_attention_tc.cu), unless set_attention_impl(Simt). The backward recomputes every score with the forward's operation order (the same products
 // summed in the same order of d), so P = exp(S − lse) is consistent with the lse the forward wrote.
+// causal_attention_prefix (graph decoding): the row-per-warp forward over the first L keys, L read from device
+// memory by the kernel (KeyCount), so one captured decode step replays at every position.
 // Speed (H200, gpt2s shapes, 2026-11-26): docs/cuda.md.
 #include <cmath>
 #include <initializer_list>
@@ -484,27 +487,48 @@ ATTENTION_UNROLL
 
 // ---- fallback for D > 128: one warp per row, its accumulators in the output row itself ----
 
-// Σ_d a[d]·b[d] with four interleaved partial sums (closer to BLAS's rounding than one running sum).
-template <class T>
-__device__ inline T dot_product(const T* a, const T* b, int D) {
+// Σ_d a[d]·b[d] with four interleaved partial sums (closer to BLAS's rounding than one running sum); b is
+// read in its storage type U and converted to T (exact for bfloat16 → float: the same bits as a widened copy).
+template <class T, class U>
+__device__ inline T dot_product(const T* a, const U* b, int D) {
   T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
   int d = 0;
   for (; d + 4 <= D; d += 4) {
-    s0 += a[d] * b[d];
-    s1 += a[d + 1] * b[d + 1];
-    s2 += a[d + 2] * b[d + 2];
-    s3 += a[d + 3] * b[d + 3];
+    s0 += a[d] * static_cast<T>(b[d]);
+    s1 += a[d + 1] * static_cast<T>(b[d + 1]);
+    s2 += a[d + 2] * static_cast<T>(b[d + 2]);
+    s3 += a[d + 3] * static_cast<T>(b[d + 3]);
   }
-  for (; d < D; ++d) s0 += a[d] * b[d];
+  for (; d < D; ++d) s0 += a[d] * static_cast<T>(b[d]);
   return (s0 + s1) + (s2 + s3);
 }
 
+// The key count of causal_attention_prefix, in device memory (count == nullptr: the plain forward, all Tk keys).
+struct KeyCount {
+  const int64_t* count;
+  DeviceErrorRecord* errors;
+};
+
 // Forward, one query row t per warp: lane ℓ scores key k0 + ℓ, online softmax as above, o_t is
-// rescaled and accumulated in out's row (each element by one lane only).
-template <class T>
+// rescaled and accumulated in out's row (each element by one lane only). q, out, lse and the arithmetic
+// in T; k, v read in their storage type S (bfloat16 converted on load: only q and out need float32 copies).
+// With a key count: L = *count is read when the kernel runs (a replayed CUDA graph sees the current value)
+// and checked, T ≤ L ≤ Tk (else reported as a device error by one thread, and nothing is written); then
+// the kernel runs exactly as on keys narrowed to L: Tk = L, off = L − T.
+template <class T, class S>
 __global__ void __launch_bounds__(kThreads)
-    forward_rowwise_kernel(Heads<T> out, Heads<T> lse, Heads<const T> q, Heads<const T> k, Heads<const T> v,
-                           Dims n, T scale) {
+    forward_rowwise_kernel(Heads<T> out, Heads<T> lse, Heads<const T> q, Heads<const S> k, Heads<const S> v,
+                           Dims n, T scale, KeyCount key_count) {
+  if (key_count.count != nullptr) {  // uniform over the grid: every thread returns, or none
+    const int64_t L = *key_count.count;
+    if (L < n.T || L > n.Tk) {
+      if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
+        report_bad_index(key_count.errors, DeviceErrorCode::AttentionKeyCount, L, n.Tk, n.T);
+      return;
+    }
+    n.Tk = static_cast<int>(L);
+    n.off = static_cast<int>(L) - n.T;
+  }
   __shared__ T p_tile[kWarps][32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int b = blockIdx.x / n.H, h = blockIdx.x % n.H, kv = h / n.G;
@@ -512,8 +536,8 @@ __global__ void __launch_bounds__(kThreads)
   const int key_end = min_of(n.Tk, first_row + kWarps + n.off);
   const bool active = t < n.T;
   const T* qrow = q.at(b, h) + t * q.st;
-  const T* kh = k.at(b, kv);
-  const T* vh = v.at(b, kv);
+  const S* kh = k.at(b, kv);
+  const S* vh = v.at(b, kv);
   T* orow = out.at(b, h) + t * out.st;
   if (active)
     for (int d = lane; d < n.D; d += 32) orow[d] = T(0);
@@ -522,7 +546,7 @@ __global__ void __launch_bounds__(kThreads)
     const int j = k0 + lane;
     T s = negative_infinity<T>();
     if (active && j <= t + n.off) {
-      const T* krow = kh + j * k.st;
+      const S* krow = kh + j * k.st;
       s = scale * dot_product(qrow, krow, n.D);
     }
     const T tile_max = warp_max(s);
@@ -538,7 +562,7 @@ __global__ void __launch_bounds__(kThreads)
       const int keys = min_of(32, t + n.off + 1 - k0);
       for (int d = lane; d < n.D; d += 32) {
         T acc = T(0);
-        for (int jj = 0; jj < keys; ++jj) acc += p_tile[warp][jj] * vh[(k0 + jj) * v.st + d];
+        for (int jj = 0; jj < keys; ++jj) acc += p_tile[warp][jj] * static_cast<T>(vh[(k0 + jj) * v.st + d]);
         orow[d] = orow[d] * rescale + acc;
       }
     }
@@ -731,7 +755,8 @@ void with_head_cols_per_thread(int D, F&& f) {
 }
 
 // A float32 copy of a bfloat16 view (contiguous, from the caching allocator): the row-per-warp kernels
-// accumulate in their output rows, which must then be float32, so bf16 reaches them widened.
+// accumulate in their output rows, which must then be float32, so bf16 reaches them widened (the forward:
+// only q and out; the backward: every operand).
 class Float32Copy {
  public:
   Float32Copy(CudaBackend& backend, const TensorView& like)
@@ -747,6 +772,28 @@ class Float32Copy {
   ScratchBuffer buffer_;
   TensorView view_;
 };
+
+// The row-per-warp forward. bfloat16 (S ≠ T): q and out as float32 copies (a few rows while decoding), k and v
+// read as they are — never a float32 copy of a KV cache; out is rounded once at the end. With a key count, out's
+// copy starts as out, so a bad count (nothing written by the kernel) leaves out as it was.
+template <class T, class S>
+void run_forward_rowwise(CudaBackend& backend, const TensorView& out, const TensorView& lse, const TensorView& q,
+                         const TensorView& k, const TensorView& v, const Dims& n, double scale, KeyCount key_count) {
+  const dim3 grid(unsigned(q.shape[0] * n.H), tiles(n.T, kWarps));
+  if constexpr (std::is_same_v<S, T>) {
+    launch(&forward_rowwise_kernel<T, S>, grid, dim3(kThreads), 0, heads_of<T>(out), heads_of<T>(lse),
+           heads_of<const T>(q), heads_of<const S>(k), heads_of<const S>(v), n, static_cast<T>(scale), key_count);
+  } else {
+    static_assert(std::is_same_v<T, float>, "bfloat16 attention computes in float32");
+    const Float32Copy q32(backend, q), out32(backend, out);
+    backend.copy(q32.view(), q);
+    if (key_count.count != nullptr) backend.copy(out32.view(), out);
+    launch(&forward_rowwise_kernel<float, S>, grid, dim3(kThreads), 0, heads_of<float>(out32.view()),
+           heads_of<float>(lse), heads_of<const float>(q32.view()), heads_of<const S>(k), heads_of<const S>(v), n,
+           static_cast<float>(scale), key_count);
+    backend.copy(out, out32.view());
+  }
+}
 
 template <class T, class S>
 void run_forward(CudaBackend& backend, const TensorView& out, const TensorView& lse, const TensorView& q,
@@ -769,17 +816,7 @@ void run_forward(CudaBackend& backend, const TensorView& out, const TensorView& 
     });
   }
   if (done) return;
-  if constexpr (std::is_same_v<S, T>) {
-    launch(&forward_rowwise_kernel<T>, dim3(heads, tiles(n.T, kWarps)), dim3(kThreads), 0, heads_of<T>(out),
-           heads_of<T>(lse), heads_of<const T>(q), heads_of<const T>(k), heads_of<const T>(v), n, s);
-  } else {  // bfloat16: widen, run the float32 kernel, round the output once
-    const Float32Copy q32(backend, q), k32(backend, k), v32(backend, v), out32(backend, out);
-    backend.copy(q32.view(), q);
-    backend.copy(k32.view(), k);
-    backend.copy(v32.view(), v);
-    run_forward<float, float>(backend, out32.view(), lse, q32.view(), k32.view(), v32.view(), n, scale);
-    backend.copy(out, out32.view());
-  }
+  run_forward_rowwise<T, S>(backend, out, lse, q, k, v, n, scale, KeyCount{nullptr, nullptr});
 }
 
 template <class T, class S>
@@ -886,6 +923,26 @@ void CudaBackend::causal_attention(const TensorView& out, const TensorView& lse,
     run_forward<float, float>(*this, out, lse, q, k, v, n, scale);
   else
     run_forward<double, double>(*this, out, lse, q, k, v, n, scale);
+}
+
+// Always the row-per-warp forward (decoding: T = 1, or a few rows): one captured launch serves every key count.
+// For L > T and T < 16 causal_attention on the narrowed k, v runs the same kernel with the same bounds (bit for
+// bit); at L = T or T ≥ 16 it runs the blocked or tensor-core kernels, which round differently.
+void CudaBackend::causal_attention_prefix(const TensorView& out, const TensorView& lse, const TensorView& q,
+                                          const TensorView& k, const TensorView& v, const TensorView& key_count,
+                                          double scale) {
+  const Dims n = check_attention_views("causal_attention_prefix", q, k, {&out}, {&v}, lse, /*longer_keys=*/true);
+  TG_CHECK(key_count.dtype == DType::Int64 && key_count.numel() == 1,
+           "causal_attention_prefix: key_count must be one int64 element on the device, got {} {}", key_count.dtype,
+           key_count.shape);
+  if (q.shape[0] == 0 || n.H == 0 || n.T == 0) return;  // no rows
+  const KeyCount count{static_cast<const int64_t*>(key_count.data), device_error_record()};
+  if (q.dtype == DType::BFloat16)
+    run_forward_rowwise<float, bfloat16>(*this, out, lse, q, k, v, n, scale, count);
+  else if (q.dtype == DType::Float32)
+    run_forward_rowwise<float, float>(*this, out, lse, q, k, v, n, scale, count);
+  else
+    run_forward_rowwise<double, double>(*this, out, lse, q, k, v, n, scale, count);
 }
 
 void CudaBackend::causal_attention_backward(const TensorView& grad_q, const TensorView& grad_k,

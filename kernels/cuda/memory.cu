@@ -273,6 +273,8 @@ const char* error_op_name(int code) {
     case DeviceErrorCode::ScatterAdd: return "scatter_add";
     case DeviceErrorCode::CrossEntropyTarget: return "cross_entropy: target";
     case DeviceErrorCode::RopePosition: return "rope: position";
+    case DeviceErrorCode::IndexCopy: return "index_copy";
+    case DeviceErrorCode::AttentionKeyCount: return "causal_attention_prefix";
     case DeviceErrorCode::None: break;
   }
   return "kernel";
@@ -313,6 +315,16 @@ void check_device_errors() {
   if (host.code == 0) return;
   check(cudaMemcpy(device_error_record(), &zero, sizeof zero, cudaMemcpyHostToDevice), "error record");
 #endif
+  if (static_cast<DeviceErrorCode>(host.code) == DeviceErrorCode::AttentionKeyCount)
+    throw Error(fmt::format("{}: key_count {} is outside [{}, {}] (it must be at least the {} query rows and at most "
+                            "the {} keys of k, v; found on the GPU, reported at the next synchronisation; out and "
+                            "lse were not written)",
+                            error_op_name(host.code), host.value, host.position, host.limit, host.position,
+                            host.limit));
+  if (static_cast<DeviceErrorCode>(host.code) == DeviceErrorCode::IndexCopy)
+    throw Error(fmt::format("{}: index {} is out of range [0, {}) at element {} (found on the GPU, reported at "
+                            "the next synchronisation; nothing was written)",
+                            error_op_name(host.code), host.value, host.limit, host.position));
   throw Error(fmt::format("{}: index {} is out of range [0, {}) at element {} (found on the GPU, reported at "
                           "the next synchronisation; the elements with bad indices were not written)",
                           error_op_name(host.code), host.value, host.limit, host.position));

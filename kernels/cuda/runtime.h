@@ -105,8 +105,10 @@ inline unsigned blocks_for(int64_t n, int threads, int64_t cap = 65535) {
 // So a kernel that meets a bad index skips that element and records the first such event here;
 // the backend reads the record at the next synchronisation (a device→host copy, synchronize())
 // and throws tapegrad::Error then, naming the op, the index and the valid range.
+// AttentionKeyCount (causal_attention_prefix's key count L outside [T, Tc]): value = L, limit = Tc,
+// position = T.
 enum class DeviceErrorCode : int {
-  None = 0, IndexSelect, IndexAdd, Gather, ScatterAdd, CrossEntropyTarget, RopePosition
+  None = 0, IndexSelect, IndexAdd, Gather, ScatterAdd, CrossEntropyTarget, RopePosition, IndexCopy, AttentionKeyCount
 };
 struct DeviceErrorRecord {
   int code;

@@ -1,0 +1,179 @@
+// test_cuda_graph_decode.cpp — generation on cuda:0 with each decode step replayed as a CUDA graph
+// (lm/graph_decoder.h), against eager decoding on the same device and against the CPU:
+//  * one captured TransformerLM::forward_decode, replayed at position after position with new tokens, gives the
+//    eager forward(token, cache)'s logits and cache bit for bit (float32, float64, bf16 precision);
+//  * lm::generate with cuda_graph on gives the tokens of cuda_graph off (and of the CPU where its arithmetic
+//    is the GPU's), greedy and sampled with a seed, past the context with `sliding` (re-prefills between replays),
+//    with a stop token; every decode step but the re-prefills is a replay;
+//  * a greedy graph step reads the device once (its id and logit), and a NaN logit is still refused.
+#include <limits>
+#include <memory>
+
+#include "kernels/device_graph.h"
+#include "lm/generate.h"
+#include "lm/graph_decoder.h"
+#include "nn/kv_cache.h"
+#include "nn/precision.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/same_bits.h"
+#include "tests/tiny_lm_config.h"
+
+using namespace tapegrad;
+using namespace tapegrad::cuda_test;
+using testing::same_bits;
+
+namespace {
+
+std::unique_ptr<nn::TransformerLM> seeded_model(DType dtype, Device device, uint64_t seed = 11) {
+  Generator gen(seed);
+  auto model = std::make_unique<nn::TransformerLM>(testing::tiny_gqa_lm(dtype), &gen);
+  model->to(device);
+  return model;
+}
+
+lm::GenerateResult run(const nn::TransformerLM& model, const std::vector<uint32_t>& prompt, lm::GenerateOptions o,
+                       bool graph) {
+  o.cuda_graph = graph;
+  return lm::generate(model, prompt, o);
+}
+
+}  // namespace
+
+TEST_CASE("graph decode: one captured forward_decode replayed per position gives the eager logits and cache",
+          "[cuda][decode_graph]") {
+  for (auto [dtype, bf16] : {std::pair{kFloat32, false}, {kFloat64, false}, {kFloat32, true}}) {
+    INFO(dtype_name(dtype) << (bf16 ? " under bf16 precision" : ""));
+    nn::PrecisionGuard precision(bf16 ? nn::Precision::BF16 : nn::Precision::FP32);
+    nn::CastCacheGuard cast_cache;
+    NoGradGuard no_grad;
+    const auto model = seeded_model(dtype, gpu());
+    nn::KVCache eager(model->config, 1, 0, gpu()), replayed(model->config, 1, 0, gpu());
+    const Tensor prompt = from_vector(std::vector<int64_t>{3, 9, 27}, {1, 3}).to(gpu());
+    CHECK(same_bits(model->forward(prompt, eager, true), model->forward(prompt, replayed, true)));
+    const Options ints = Options(kInt64).device(gpu());
+    Tensor token = zeros({1, 1}, ints), position = zeros({1}, ints);
+    Tensor logits;
+    std::unique_ptr<kernels::DeviceGraph> graph = kernels::capture_device_work(
+        kernels::backend(gpu()), [&] { logits = model->forward_decode(token, replayed, position); });
+    REQUIRE(graph != nullptr);
+    for (int64_t id : {5, 60, 0, 33, 12, 63, 7}) {
+      INFO("position " << replayed.length());
+      token.fill_(double(id));
+      position.fill_(double(replayed.length()));
+      graph->replay();
+      replayed.advance(1);
+      const Tensor want = model->forward(from_vector(std::vector<int64_t>{id}, {1, 1}).to(gpu()), eager);
+      CHECK(same_bits(logits, want));
+    }
+    for (size_t l = 0; l < eager.num_layers(); ++l) {
+      CHECK(same_bits(replayed.layer(l).k, eager.layer(l).k));
+      CHECK(same_bits(replayed.layer(l).v, eager.layer(l).v));
+    }
+  }
+}
+
+TEST_CASE("graph decode: generate replays every decode step and gives eager decoding's tokens",
+          "[cuda][decode_graph]") {
+  const auto gpu_model = seeded_model(kFloat32, gpu());
+  const auto cpu_model = seeded_model(kFloat32, Device::cpu());
+  const std::vector<uint32_t> prompt{3, 1, 4, 1, 5};
+  lm::GenerateOptions o;
+  o.sampling.greedy = true;
+  o.max_tokens = 16 - int64_t(prompt.size()) + 1;  // fills the context exactly
+  const lm::GenerateResult graph = run(*gpu_model, prompt, o, true), eager = run(*gpu_model, prompt, o, false);
+  CHECK(graph.tokens == eager.tokens);
+  CHECK(graph.tokens == lm::generate(*cpu_model, prompt, o).tokens);
+  CHECK(graph.graph_steps == graph.decode_tokens);
+  CHECK(graph.decode_tokens == o.max_tokens - 1);
+  CHECK(eager.graph_steps == 0);
+  CHECK(lm::generate(*cpu_model, prompt, o).graph_steps == 0);  // the CPU cannot capture: eager
+
+  SECTION("past the context with sliding: re-prefills between replays") {
+    o.sliding = true;
+    o.max_tokens = 40;
+    const lm::GenerateResult g = run(*gpu_model, prompt, o, true);
+    CHECK(g.tokens == run(*gpu_model, prompt, o, false).tokens);
+    CHECK(g.tokens == lm::generate(*cpu_model, prompt, o).tokens);
+    CHECK(g.graph_steps > 0);
+    CHECK(g.graph_steps < g.decode_tokens);  // the re-prefills are eager
+  }
+  SECTION("sampled with a seed: the host draws from the replayed logits, the CPU's tokens") {
+    o.sampling.greedy = false;
+    o.sampling.temperature = 1.5;
+    o.sampling.top_k = 20;
+    o.seed = 77;
+    const lm::GenerateResult g = run(*gpu_model, prompt, o, true);
+    CHECK(g.tokens == run(*gpu_model, prompt, o, false).tokens);
+    CHECK(g.tokens == lm::generate(*cpu_model, prompt, o).tokens);
+    CHECK(g.graph_steps == g.decode_tokens);
+    o.seed = 78;  // another seed, other tokens: the comparison above can fail
+    CHECK(run(*gpu_model, prompt, o, true).tokens != g.tokens);
+  }
+  SECTION("a stop token ends it") {
+    const uint32_t stop = eager.tokens[3];
+    o.stop_token = stop;
+    const lm::GenerateResult g = run(*gpu_model, prompt, o, true);
+    CHECK(g.stopped_at_stop_token);
+    CHECK(g.tokens == run(*gpu_model, prompt, o, false).tokens);
+    CHECK(g.tokens.back() == stop);
+  }
+}
+
+TEST_CASE("graph decode: bf16 precision and float64 give eager decoding's tokens", "[cuda][decode_graph]") {
+  const std::vector<uint32_t> prompt{8, 2, 19};
+  lm::GenerateOptions o;
+  o.sampling.greedy = true;
+  o.max_tokens = 12;
+  {
+    const auto model = seeded_model(kFloat64, gpu());
+    const lm::GenerateResult g = run(*model, prompt, o, true);
+    CHECK(g.tokens == run(*model, prompt, o, false).tokens);
+    CHECK(g.graph_steps == 11);
+  }
+  {
+    const auto model = seeded_model(kFloat32, gpu());
+    nn::PrecisionGuard precision(nn::Precision::BF16);
+    const lm::GenerateResult g = run(*model, prompt, o, true);
+    CHECK(g.tokens == run(*model, prompt, o, false).tokens);
+    CHECK(g.graph_steps == 11);
+  }
+}
+
+TEST_CASE("graph decode: a greedy step is one replay and one read, and a NaN logit is refused",
+          "[cuda][decode_graph]") {
+  const auto model = seeded_model(kFloat32, gpu());
+  nn::KVCache cache(model->config, 1, 0, gpu());
+  nn::CastCacheGuard cast_cache;
+  lm::SamplerOptions greedy;
+  greedy.greedy = true;
+  lm::Sampler sampler(greedy, 0);
+  {
+    NoGradGuard no_grad;
+    model->forward(from_vector(std::vector<int64_t>{1, 2}, {1, 2}).to(gpu()), cache, true);
+  }
+  lm::GraphDecoder decoder(*model, cache, /*greedy=*/true);
+  REQUIRE(decoder.available());
+  uint32_t next = decoder.step(4, sampler);  // captures, replays
+  CHECK(cache.length() == 3);
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t syncs = kernels::cuda::sync_count();
+    next = decoder.step(next, sampler);
+    CHECK(kernels::cuda::sync_count() - syncs == 1);
+  }
+  CHECK(decoder.replays() == 4);
+  CHECK(cache.length() == 6);
+  // NaN weights in the classifier: the argmax lands on NaN, and its logit says so.
+  {
+    NoGradGuard no_grad;
+    for (auto& [name, p] : model->named_parameters())
+      if (name.find("ln_final") != std::string::npos) p.fill_(std::numeric_limits<double>::quiet_NaN());
+  }
+  CHECK_THROWS_WITH(decoder.step(next, sampler), Catch::Contains("NaN"));
+}
+
+TEST_CASE("graph decode: the CPU has no graph decoder", "[cuda][decode_graph]") {
+  const auto model = seeded_model(kFloat32, Device::cpu());
+  nn::KVCache cache(model->config, 1);
+  lm::GraphDecoder decoder(*model, cache, true);
+  CHECK_FALSE(decoder.available());
+}
