@@ -12,29 +12,13 @@
 
 #include "kernels/device_graph.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/same_bits.h"
 
 using namespace tapegrad;
 using namespace tapegrad::cuda_test;
+using testing::elements_differing;
 
 namespace {
-
-// The raw bytes of a tensor (any device, any layout), in row-major order of its shape.
-std::vector<unsigned char> bytes_of(const Tensor& t) {
-  const Tensor c = t.to(Device::cpu()).contiguous();
-  const auto* p = static_cast<const unsigned char*>(c.data_ptr());
-  return {p, p + c.numel() * int64_t(dtype_size(c.dtype()))};
-}
-
-// How many elements of a and b (same shape and dtype) differ in any bit: 0 is "bitwise equal".
-int64_t elements_differing(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  REQUIRE(a.dtype() == b.dtype());
-  const std::vector<unsigned char> x = bytes_of(a), y = bytes_of(b);
-  const size_t es = dtype_size(a.dtype());
-  int64_t n = 0;
-  for (size_t i = 0; i < x.size(); i += es) n += std::memcmp(&x[i], &y[i], es) != 0 ? 1 : 0;
-  return n;
-}
 
 // A shuffled copy of ids (a fixed seed: the same order every run).
 Tensor shuffled(std::vector<int64_t> ids, DType index_dtype) {
