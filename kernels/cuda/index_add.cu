@@ -38,10 +38,6 @@ using namespace index_detail;
 constexpr int kThreads = 256;
 constexpr int kScanThreads = 1024;
 
-#define TG_GRID_STRIDE(i, n)                                                                          \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);               \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
 __global__ void zero_kernel(int32_t* p, int64_t n) {
   TG_GRID_STRIDE(i, n) p[i] = 0;
 }
@@ -157,8 +153,6 @@ __global__ void scatter_add_columns_kernel(T* out, const T* src, IndexArg<I> ind
     }
   }
 }
-
-#undef TG_GRID_STRIDE
 
 // The int32 scratch of index_add's sort, in one block.
 struct SortScratch {

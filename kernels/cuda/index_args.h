@@ -1,6 +1,7 @@
 // index_args.h — what the CUDA indexing kernels share (index.cu: index_select / gather; index_add.cu:
-// the deterministic index_add / scatter_add): the split of a tensor at one dim, the index argument of a
-// kernel with its bounds check, and the host-side checks and dtype dispatch.
+// the deterministic index_add / scatter_add; index_copy.cu): the grid-stride loop, the split of a tensor
+// at one dim, the index argument of a kernel with its bounds check, and the host-side checks and dtype
+// dispatch.
 //
 // Only included by kernels/cuda/*.cu.
 #pragma once
@@ -9,6 +10,11 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/indexer.h"
 #include "kernels/cuda/runtime.h"
+
+// for (int64_t i = …; i < n; …): a grid-stride loop over n items (any grid size covers them all).
+#define TG_GRID_STRIDE(i, n)                                                                          \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);               \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 namespace tapegrad::kernels::cuda::index_detail {
 

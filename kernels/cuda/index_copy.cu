@@ -29,10 +29,6 @@ using namespace index_detail;
 constexpr int kThreads = 256;
 constexpr int64_t kScanLimit = 32;  // indices each thread reads in the one-kernel path
 
-#define TG_GRID_STRIDE(i, n)                                                                          \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);               \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
 // Where the element of src at (split) position i goes: off[0] in src, off[1] in out without dim's part.
 struct CopyGeometry {
   DimSplit<2> split;  // over src's shape; operands src, out
@@ -88,8 +84,6 @@ __global__ void write_owned_kernel(E* out, const E* src, const I* index, int64_t
     if (owner[v] == j) out[off[1] + v * g.out_dim_stride] = src[off[0] + j * g.src_dim_stride];
   }
 }
-
-#undef TG_GRID_STRIDE
 
 // Calls f(E{}) with an unsigned word of the dtype's size (the copy moves bits, never converts).
 template <class F>
