@@ -177,11 +177,18 @@ namespace {
 using detail::owns_storage;
 
 // slot += g, in place when slot owns its buffer, otherwise out of place (slot may alias a
-// gradient that another input also received, e.g. both inputs of an add).
-void accumulate(Tensor& slot, Tensor g) {
+// gradient that another input also received, e.g. both inputs of an add). in_float32: a bfloat16 slot or
+// g is widened first (Node::gathers_in_float32), so a sum of several bf16 gradients is formed in float32.
+void accumulate(Tensor& slot, Tensor g, bool in_float32 = false) {
   if (!slot.defined()) {
     slot = std::move(g);
-  } else if (owns_storage(slot)) {
+    return;
+  }
+  if (in_float32) {
+    if (slot.dtype() == kBFloat16) slot = slot.to(kFloat32);  // exact; a new buffer of its own
+    if (g.dtype() == kBFloat16) g = g.to(kFloat32);
+  }
+  if (owns_storage(slot)) {
     slot.add_(g);
   } else {
     slot = add(slot, g);
@@ -196,6 +203,21 @@ void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
     Tensor(leaf.grad).add_(g);
   }
 }
+
+}  // namespace
+
+Tensor GradInputs::take_gathered(size_t i) {
+  const Edge& e = edges_[i];
+  if (!e.node || RetainValuesMode::enabled()) return Tensor();
+  Tensor& pending = e.node->pending_;
+  if (!pending.defined() || !owns_storage(pending) || pending.shape() != e.shape || pending.dtype() != e.dtype)
+    return Tensor();
+  Tensor gathered = std::move(pending);
+  pending = Tensor();  // the engine receives the sum back through slot i
+  return gathered;
+}
+
+namespace {
 
 // The live GradReadyHooks (registered by their constructors, removed by their destructors).
 std::mutex g_hooks_mutex;
@@ -361,7 +383,7 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       if (gi.shape() != e.shape) gi = detail::sum_to(gi, e.shape);
       if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
       if (retain) n->retained_->input_grads[i] = gi;
-      if (e.node) accumulate(e.node->pending_, std::move(gi));
+      if (e.node) accumulate(e.node->pending_, std::move(gi), e.node->gathers_in_float32_);
       else accumulate_into_leaf(*e.leaf, std::move(gi));
     }
     edges_done(*n);

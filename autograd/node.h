@@ -42,6 +42,13 @@ class GradInputs {
   bool needs(size_t i) const { return edges_[i].needs_grad(); }
   Tensor& operator[](size_t i) { return grads_[i]; }
   size_t size() const { return grads_.size(); }
+  // The gradient gathered so far for input i's own tape entry (from the consumers recorded after this one: they
+  // have all run), handed over so that this backward adds its contribution into it in place; slot i must then
+  // receive the sum (which the engine passes on as the whole gathered gradient). Undefined — nothing handed
+  // over — when input i is a leaf or needs no gradient, nothing was gathered yet, the buffer is shared, or
+  // every entry keeps the gradients it passed (RetainValuesGuard). Saves one pass: RMSNorm's dx lands on the
+  // residual stream's gradient without a separate add (autograd/ops/fused.cpp: add_rms_norm).
+  Tensor take_gathered(size_t i);
 
  private:
   std::span<const Edge> edges_;
@@ -63,6 +70,12 @@ class Node {
   const Shape& out_shape() const { return out_shape_; }
   DType out_dtype() const { return out_dtype_; }
   bool released() const { return released_; }
+  // Whether bfloat16 gradients arriving from several consumers are summed in float32 (then this entry's
+  // backward receives float32; a single one arrives as it is). Set by ops whose backward widens its incoming
+  // gradient anyway (add_rms_norm's norm), so that a bf16 output read by several bf16 matmuls gathers their
+  // gradients as precisely as float32 copies of it would.
+  bool gathers_in_float32() const { return gathers_in_float32_; }
+  void set_gathers_in_float32(bool on) { gathers_in_float32_ = on; }
 
   // What RetainValuesGuard (autograd/graph.h) kept; each is undefined (or empty) when not kept.
   //   retained_value():       the output's value when the entry was recorded (detached: no history)
@@ -86,6 +99,7 @@ class Node {
 
  private:
   friend class Engine;
+  friend class GradInputs;
   template <class F>
   friend void record(const char*, std::initializer_list<const Tensor*>, Tensor&, F&&);
   template <class F>
@@ -105,6 +119,7 @@ class Node {
   Shape out_shape_;
   DType out_dtype_ = kFloat32;
   bool released_ = false;
+  bool gathers_in_float32_ = false;
   std::unique_ptr<Retained> retained_;
   // engine scratch: the gradient gathered so far for this entry's output, and a visit mark
   Tensor pending_;

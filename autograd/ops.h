@@ -155,6 +155,17 @@ Tensor& index_copy_(Tensor& out, int64_t dim, const Tensor& index, const Tensor&
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 // RMSNorm over the last dim: x [..., C], weight [C] → x / sqrt(mean(x²) + eps) ⊙ weight.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
+// The residual stream's add and the next RMSNorm in one pass (the pre-norm block: x + f(x), then its norm):
+//   sum = x + branch,  normed = rms_norm(sum, weight, eps) stored as normed_dtype.
+// branch has x's shape, in x's dtype or (float32 x) bfloat16, widened as add_residual would (nn/precision.h);
+// normed_dtype is x's dtype or (float32 x) bfloat16: the input of the next bf16 matmul. An undefined branch:
+// sum = x. Bit for bit rms_norm(x + branch.to(x's dtype), weight, eps).to(normed_dtype), forward and backward;
+// the backward adds the norm's dx straight onto the gradient gathered for sum (GradInputs::take_gathered) and
+// gathers several bf16 gradients of normed in float32. Tape entries: "add" for sum, "add_rms_norm" for normed.
+struct ResidualNorm {
+  Tensor sum, normed;
+};
+ResidualNorm add_rms_norm(const Tensor& x, const Tensor& branch, const Tensor& weight, double eps, DType normed_dtype);
 // The SwiGLU gate silu(a) ⊙ b, for a and b of one shape.
 Tensor swiglu(const Tensor& a, const Tensor& b);
 

@@ -92,7 +92,7 @@ struct AdamWTensors {
 enum class BackendFunction : uint8_t {
   Unary, UnaryBackward, Binary, Where, Reduce, MaxAlong, Softmax, SoftmaxBackward, Matmul,
   IndexSelect, IndexAdd, Gather, ScatterAdd, CrossEntropy, CrossEntropyBackward, RmsNorm, RmsNormBackward,
-  Swiglu, SwigluBackward, Rope, CausalAttention, CausalAttentionBackward, AdamW,
+  AddRmsNorm, RmsNormBackwardAdd, Swiglu, SwigluBackward, Rope, CausalAttention, CausalAttentionBackward, AdamW,
 };
 inline constexpr int kBackendFunctionCount = static_cast<int>(BackendFunction::AdamW) + 1;
 
@@ -195,6 +195,25 @@ class Backend {
   // An output with data == nullptr is not computed.
   virtual void rms_norm_backward(const TensorView& grad_x, const TensorView& grad_weight, const TensorView& grad_y,
                                  const TensorView& x, const TensorView& weight, const TensorView& rstd) = 0;
+  // The residual stream's add and the next RMSNorm in one pass (the pre-norm block's "x + f(x)", then the norm
+  // of the sum), rows [R, C]:
+  //   h = x + branch,   r = 1/sqrt(mean_j h_j² + eps),   y = h·r·w,   rstd [R] receives r.
+  // x, h, weight share one dtype; branch is that dtype or, for float32 x, bfloat16 (widened on load: the output
+  // of a bf16 matmul); y likewise (rounded once on store: the input of the next bf16 matmul); rstd has
+  // rms_norm's statistic dtype (float32 for bfloat16 x, else x's). The norm reads h as stored (rounded to h's
+  // dtype), so the result is bit for bit binary(add, x, branch widened), rms_norm of that, and y's conversion.
+  virtual void add_rms_norm(const TensorView& h, const TensorView& y, const TensorView& rstd, const TensorView& x,
+                            const TensorView& branch, const TensorView& weight, double eps) = 0;
+  // rms_norm_backward whose dx is added onto the gradient already gathered for x (the residual stream's):
+  //   grad_x = grad_residual + dx,   grad_weight as rms_norm_backward's (data == nullptr: not computed).
+  // grad_residual has x's shape and dtype and may be grad_x itself (same data and strides: updated in place),
+  // or be absent (data == nullptr: grad_x = dx). grad_y is x's dtype or, for float32 x, bfloat16 (widened on
+  // load: the gradient of a bf16 y). The sum is formed in the compute type (float32 for bfloat16) from dx
+  // rounded to it, and rounded once into grad_x: for float32/float64 x bit for bit rms_norm_backward, then
+  // binary(add, grad_residual, dx).
+  virtual void rms_norm_backward_add(const TensorView& grad_x, const TensorView& grad_weight,
+                                     const TensorView& grad_y, const TensorView& x, const TensorView& weight,
+                                     const TensorView& rstd, const TensorView& grad_residual) = 0;
   // SwiGLU gate, a, b and out of one shape (any strides): out = silu(a)⊙b.
   virtual void swiglu(const TensorView& out, const TensorView& a, const TensorView& b) = 0;
   //   da = g⊙b⊙σ(a)(1 + a(1 − σ(a))),  db = g⊙silu(a); an output with data == nullptr is not computed.

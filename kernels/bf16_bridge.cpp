@@ -6,6 +6,8 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/fused_args.h"
+
 namespace tapegrad::kernels {
 namespace {
 
@@ -21,6 +23,11 @@ bool present_bf16(const V&... views) {
   return ((views.data == nullptr || is_bf16(views)) && ...);
 }
 bool is_f32(const TensorView& v) { return v.dtype == DType::Float32; }
+// Every view that is present is float32.
+template <class... V>
+bool present_f32(const V&... views) {
+  return ((views.data == nullptr || is_f32(views)) && ...);
+}
 
 // The counters of one function of one bridge (Bf16BridgeStats::Counts, atomically).
 struct AtomicCounts {
@@ -257,6 +264,42 @@ class Bf16Bridge final : public Backend {
     b_.rms_norm_backward(s.out(grad_x), s.out(grad_weight), s.in(grad_y), s.in(x), s.in(weight), s.in(rstd));
     s.write_back();
   }
+  // Natively: x, h, weight, branch, y bfloat16 with a float32 rstd; or x, h, weight, rstd float32 with a bfloat16
+  // branch and/or y (the mixed-precision block: a bf16 branch in, a bf16 input for the next matmul out).
+  void add_rms_norm(const TensorView& h, const TensorView& y, const TensorView& rstd, const TensorView& x,
+                    const TensorView& branch, const TensorView& weight, double eps) override {
+    const bool all_bf16 = present_bf16(h, x, weight, branch, y), f32_stream = is_f32(h) && is_f32(x) && is_f32(weight);
+    if (!any_bf16(h, y, rstd, x, branch, weight) ||
+        native(BackendFunction::AddRmsNorm, (all_bf16 || f32_stream) && is_f32(rstd)))
+      return b_.add_rms_norm(h, y, rstd, x, branch, weight, eps);
+    check_add_rms_norm_args("add_rms_norm", h, y, rstd, x, branch, weight);
+    if (is_bf16(x)) {
+      // The norm reads h as stored (rounded to bfloat16): the two functions in turn give exactly that.
+      binary(BinaryOp::Add, h, x, branch);
+      rms_norm(y, rstd, h, weight, eps);
+      return;
+    }
+    Fp32Scratch s = scratch(BackendFunction::AddRmsNorm);
+    b_.add_rms_norm(s.out(h), s.out(y), s.out(rstd), s.in(x), s.in(branch), s.in(weight), eps);
+    s.write_back();
+  }
+  // Natively: every present tensor bfloat16 with a float32 rstd; or x, weight, rstd and the float gradients
+  // float32 with a bfloat16 grad_y (the gradient of a bf16 y).
+  void rms_norm_backward_add(const TensorView& grad_x, const TensorView& grad_weight, const TensorView& grad_y,
+                             const TensorView& x, const TensorView& weight, const TensorView& rstd,
+                             const TensorView& grad_residual) override {
+    const bool all_bf16 = present_bf16(grad_x, grad_weight, grad_y, x, weight, grad_residual);
+    const bool f32_stream = is_f32(x) && is_f32(weight) && present_f32(grad_x, grad_weight, grad_residual);
+    if (!any_bf16(grad_x, grad_weight, grad_y, x, weight, rstd, grad_residual) ||
+        native(BackendFunction::RmsNormBackwardAdd, (all_bf16 || f32_stream) && is_f32(rstd)))
+      return b_.rms_norm_backward_add(grad_x, grad_weight, grad_y, x, weight, rstd, grad_residual);
+    // grad_residual (which may be grad_x itself) is read into its scratch now, before anything is written.
+    Fp32Scratch s = scratch(BackendFunction::RmsNormBackwardAdd);
+    const TensorView residual = grad_residual.data ? s.in(grad_residual) : grad_residual;
+    b_.rms_norm_backward_add(s.out(grad_x), s.out(grad_weight), s.in(grad_y), s.in(x), s.in(weight), s.in(rstd),
+                             residual);
+    s.write_back();
+  }
   void swiglu(const TensorView& out, const TensorView& a, const TensorView& b) override {
     if (!any_bf16(out, a, b) || native(BackendFunction::Swiglu, present_bf16(out, a, b))) return b_.swiglu(out, a, b);
     Fp32Scratch s = scratch(BackendFunction::Swiglu);
@@ -407,7 +450,8 @@ const char* backend_function_name(BackendFunction f) {
   static constexpr const char* kNames[] = {
       "unary", "unary_backward", "binary", "where", "reduce", "max_along", "softmax", "softmax_backward", "matmul",
       "index_select", "index_add", "gather", "scatter_add", "cross_entropy", "cross_entropy_backward", "rms_norm",
-      "rms_norm_backward", "swiglu", "swiglu_backward", "rope", "causal_attention", "causal_attention_backward",
+      "rms_norm_backward", "add_rms_norm", "rms_norm_backward_add", "swiglu", "swiglu_backward", "rope",
+      "causal_attention", "causal_attention_backward",
       "adamw"};
   static_assert(std::size(kNames) == kBackendFunctionCount, "one name per BackendFunction");
   return kNames[static_cast<size_t>(f)];

@@ -14,22 +14,37 @@ TransformerBlock::TransformerBlock(int64_t d_model, int64_t n_heads, int64_t n_k
   ffn = register_module("ffn", std::make_shared<SwiGLU>(d_model, d_ff, dtype, gen));
 }
 
-// h = x + attn(ln1(x)); out = h + ffn(ln2(h)). add_residual: the residual stream stays in its own dtype
-// (float32 under bf16 precision, where the branches come out of bf16 matmuls; nn/precision.h).
+namespace {
+
+// x = in.stream + in.branch fused with ln1, h = x + attend(ln1(x)) fused with ln2; returns {h, ffn(ln2(h))}.
+// add_residual's policy: the stream stays in its own dtype (float32 under bf16 precision), a bf16 branch is
+// widened in the fused add; the norms' outputs come out in the Matmul stage's dtype (nn/rmsnorm.h).
+template <class Attend>
+Residual run_block(const TransformerBlock& b, const Residual& in, Attend&& attend) {
+  const ResidualNorm x = b.ln1->forward_add(in.stream, in.branch);  // [B, T, C]
+  const ResidualNorm h = b.ln2->forward_add(x.sum, attend(x.normed));
+  return {h.sum, b.ffn->forward(h.normed)};
+}
+
+}  // namespace
+
 Tensor TransformerBlock::forward(const Tensor& x, const Tensor& positions) const {
-  Tensor h = add_residual(x, attn->forward(ln1->forward(x), positions));  // [B, T, C]
-  return add_residual(h, ffn->forward(ln2->forward(h)));
+  const Residual out = forward_unsummed({x, Tensor()}, positions);
+  return add_residual(out.stream, out.branch);
 }
 
-Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t start) const {
-  Tensor h = add_residual(x, attn->forward_cached(ln1->forward(x), cache, start));
-  return add_residual(h, ffn->forward(ln2->forward(h)));
+Residual TransformerBlock::forward_unsummed(const Residual& in, const Tensor& positions) const {
+  return run_block(*this, in, [&](const Tensor& normed) { return attn->forward(normed, positions); });
 }
 
-Tensor TransformerBlock::forward_decode(const Tensor& x, KVCache::Layer& cache, const Tensor& position,
-                                        const Tensor& key_count) const {
-  Tensor h = add_residual(x, attn->forward_decode(ln1->forward(x), cache, position, key_count));
-  return add_residual(h, ffn->forward(ln2->forward(h)));
+Residual TransformerBlock::forward_cached(const Residual& in, KVCache::Layer& cache, int64_t start) const {
+  return run_block(*this, in, [&](const Tensor& normed) { return attn->forward_cached(normed, cache, start); });
+}
+
+Residual TransformerBlock::forward_decode(const Residual& in, KVCache::Layer& cache, const Tensor& position,
+                                          const Tensor& key_count) const {
+  return run_block(*this, in,
+                   [&](const Tensor& normed) { return attn->forward_decode(normed, cache, position, key_count); });
 }
 
 }  // namespace tapegrad::nn

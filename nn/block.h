@@ -1,4 +1,5 @@
-// block.h — TransformerBlock, pre-norm: x = x + attn(ln1(x)); x = x + ffn(ln2(x)).
+// block.h — TransformerBlock, pre-norm: x = x + attn(ln1(x)); x = x + ffn(ln2(x)), each residual add fused
+// with the norm that reads its sum.
 // Names: ln1, attn, ln2, ffn (CS336).
 #pragma once
 #include "nn/attention.h"
@@ -6,6 +7,12 @@
 #include "nn/swiglu.h"
 
 namespace tapegrad::nn {
+
+// The residual stream with its last add still to do: stream + branch (branch undefined: nothing pending).
+// Blocks hand it on unsummed so that each add runs fused with the norm that reads its sum (add_rms_norm).
+struct Residual {
+  Tensor stream, branch;
+};
 
 class TransformerBlock : public Module {
  public:
@@ -15,12 +22,15 @@ class TransformerBlock : public Module {
   // x [B, T, C]; positions int [T] (default 0..T−1) → [B, T, C]
   Tensor forward(const Tensor& x, const Tensor& positions = Tensor()) const;
   Tensor operator()(const Tensor& x, const Tensor& positions = Tensor()) const { return forward(x, positions); }
-  // Inference with this layer's KV cache: x [B, T, C] at positions start .. start+T−1 (see
-  // CausalSelfAttention::forward_cached).
-  Tensor forward_cached(const Tensor& x, KVCache::Layer& cache, int64_t start) const;
+  // The same block on an unsummed stream: x = in.stream + in.branch, h = x + attn(ln1(x)), returns
+  // {h, ffn(ln2(h))} — the caller's next norm (the next block's ln1, the model's final norm) does the last add.
+  // Each add runs fused with the norm after it: forward(x) = the sum of forward_unsummed({x, {}})'s two parts.
+  Residual forward_unsummed(const Residual& in, const Tensor& positions = Tensor()) const;
+  // Inference with this layer's KV cache: positions start .. start+T−1 (see CausalSelfAttention::forward_cached).
+  Residual forward_cached(const Residual& in, KVCache::Layer& cache, int64_t start) const;
   // One token at a device-held position (see CausalSelfAttention::forward_decode).
-  Tensor forward_decode(const Tensor& x, KVCache::Layer& cache, const Tensor& position,
-                        const Tensor& key_count) const;
+  Residual forward_decode(const Residual& in, KVCache::Layer& cache, const Tensor& position,
+                          const Tensor& key_count) const;
 
   std::shared_ptr<RMSNorm> ln1;
   std::shared_ptr<CausalSelfAttention> attn;

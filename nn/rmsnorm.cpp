@@ -1,6 +1,8 @@
-// rmsnorm.cpp — RMSNorm: the fused rms_norm op (autograd/ops/fused.cpp), and its composition
-// (mean, rsqrt, mul) kept as the reference.
+// rmsnorm.cpp — RMSNorm: the fused rms_norm op (autograd/ops/fused.cpp; add_rms_norm with the residual add
+// before it), and its composition (mean, rsqrt, mul) kept as the reference.
 #include "nn/rmsnorm.h"
+
+#include "nn/precision.h"
 
 namespace tapegrad::nn {
 
@@ -22,6 +24,16 @@ Tensor RMSNorm::forward(const Tensor& x) const {
   check_input(x, d_model);
   Tensor w = weight.dtype() == x.dtype() ? weight : weight.to(x.dtype());
   return rms_norm(x, w, eps);  // y = x·r·w, r = 1/sqrt(mean(x²) + eps) per row
+}
+
+ResidualNorm RMSNorm::forward_add(const Tensor& x, const Tensor& branch) const {
+  check_input(x, d_model);
+  Tensor w = weight.dtype() == x.dtype() ? weight : weight.to(x.dtype());
+  const DType normed = x.dtype() == kFloat32 ? stage_dtype(Stage::Matmul) : x.dtype();
+  // A bf16 branch next to a float32 stream is widened inside the fused add; other mixes are converted first.
+  const bool as_is = !branch.defined() || branch.dtype() == x.dtype() ||
+                     (branch.dtype() == kBFloat16 && x.dtype() == kFloat32);
+  return add_rms_norm(x, as_is ? branch : branch.to(x.dtype()), w, eps, normed);
 }
 
 Tensor RMSNorm::forward_reference(const Tensor& x) const {

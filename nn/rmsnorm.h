@@ -1,6 +1,5 @@
 // rmsnorm.h — RMSNorm over the last dim: y = x / sqrt(mean(x²) + eps) · g, g [C] starts at ones.
-// Computed in float32 or wider whatever the input dtype (tapegrad has only float32/float64
-// floating dtypes today, so the input's dtype is already wide enough; the result has it too).
+// Its statistic 1/rms is float32 or wider whatever the input dtype (float32 for bfloat16 x).
 // forward runs the fused op rms_norm (one kernel each way); forward_reference is the composition.
 #pragma once
 #include "nn/module.h"
@@ -13,6 +12,11 @@ class RMSNorm : public Module {
   // x [..., C] → [..., C]
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
+  // The residual add before this norm fused with it (pre-norm blocks): sum = x + branch, normed = forward(sum),
+  // one pass each way (add_rms_norm, autograd/ops.h; branch undefined: sum = x). normed comes out in the dtype
+  // the Matmul stage computes in (nn/precision.h: bfloat16 under BF16 for a float32 x), since it only feeds
+  // linear layers: rounding it here once replaces a float32 copy and a rounding pass per reader.
+  ResidualNorm forward_add(const Tensor& x, const Tensor& branch) const;
   // The same as a composition of autograd ops (mean, rsqrt, mul): forward's reference.
   Tensor forward_reference(const Tensor& x) const;
 

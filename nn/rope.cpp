@@ -41,11 +41,27 @@ Tensor RotaryEmbedding::forward(const Tensor& x, const Tensor& positions) const 
                             positions.size(0) == x.size(-2) &&
                             (x.dtype() == kFloat32 || x.dtype() == kFloat64 || x.dtype() == kBFloat16);
   if (!fused_shapes) return forward_reference(x, positions);
-  const bool same_dtype = cos_table.dtype() == x.dtype();
-  const Tensor c = same_dtype ? cos_table : cos_table.to(x.dtype());
-  const Tensor s = same_dtype ? sin_table : sin_table.to(x.dtype());
+  const auto [c, s] = tables_as(x.dtype());
   // tapegrad::rope checks every position against the table (a clear error for too long a sequence)
   return tapegrad::rope(x, c, s, positions);
+}
+
+std::pair<Tensor, Tensor> RotaryEmbedding::tables_as(DType dtype) const {
+  if (cos_table.dtype() == dtype && sin_table.dtype() == dtype) return {cos_table, sin_table};
+  ConvertedTables& t = converted_;
+  const auto current = [dtype](const Tensor& copy, const std::weak_ptr<Storage>& source, uint64_t version,
+                               const Tensor& table) {
+    return copy.defined() && copy.dtype() == dtype && copy.device() == table.device() &&
+           copy.shape() == table.shape() && source.lock() == table.storage() && version == table.storage()->version();
+  };
+  if (!current(t.cos, t.cos_source, t.cos_version, cos_table) ||
+      !current(t.sin, t.sin_source, t.sin_version, sin_table)) {
+    NoGradGuard no_grad;  // constants: no tape entry
+    t.cos = cos_table.to(dtype), t.sin = sin_table.to(dtype);
+    t.cos_source = cos_table.storage(), t.sin_source = sin_table.storage();
+    t.cos_version = cos_table.storage()->version(), t.sin_version = sin_table.storage()->version();
+  }
+  return {t.cos, t.sin};
 }
 
 Tensor RotaryEmbedding::forward_reference(const Tensor& x, const Tensor& positions) const {

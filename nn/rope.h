@@ -8,6 +8,9 @@
 // forward runs the fused op rope (one pass each way) when positions are [T]; other position
 // shapes, and forward_reference, use the composition (views + elementwise ops), its test oracle.
 #pragma once
+#include <memory>
+#include <utility>
+
 #include "nn/module.h"
 
 namespace tapegrad::nn {
@@ -25,11 +28,23 @@ class RotaryEmbedding : public Module {
   // Positions start .. start+count−1 as int64 [count]: a view of a buffer on the module's device
   // (no host-to-device copy per forward). An error past max_seq_len.
   Tensor positions(int64_t start, int64_t count) const;
+  // The tables in `dtype`: themselves when they have it, else a converted copy kept until the tables change
+  // (another storage — to(device), a load — or an in-place write). A bf16 forward then converts them once, not
+  // on every call (four conversion kernels per layer per forward, also inside a captured decode step).
+  std::pair<Tensor, Tensor> tables_as(DType dtype) const;
 
   double theta;
   int64_t head_dim, max_seq_len;
   Tensor cos_table, sin_table;  // [max_seq_len, D/2]
   Tensor position_ids;          // int64 [max_seq_len]: 0, 1, 2, …
+
+ private:
+  struct ConvertedTables {
+    std::weak_ptr<Storage> cos_source, sin_source;
+    uint64_t cos_version = 0, sin_version = 0;
+    Tensor cos, sin;
+  };
+  mutable ConvertedTables converted_;
 };
 
 }  // namespace tapegrad::nn

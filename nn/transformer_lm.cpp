@@ -46,13 +46,15 @@ Tensor TransformerLM::forward(const Tensor& ids, std::vector<Tensor>* hidden) co
   const int64_t T = ids.size(1);
   TG_CHECK(T >= 1 && T <= config.context_length, "TransformerLM: sequence length {} is outside [1, context_length = {}]",
            T, config.context_length);
-  Tensor x = token_embeddings->forward(ids);  // [B, T, C]
-  const Tensor positions = rope->positions(0, T);  // on the model's device
+  // The residual stream goes from block to block unsummed: each block's last add runs fused with the next
+  // norm (nn/block.h: Residual).
+  Residual x{token_embeddings->forward(ids), Tensor()};  // [B, T, C]
+  const Tensor positions = rope->positions(0, T);       // on the model's device
   for (const auto& block : blocks) {
-    x = block->forward(x, positions);  // [B, T, C]
-    if (hidden) hidden->push_back(x);
+    x = block->forward_unsummed(x, positions);  // [B, T, C] + [B, T, C]
+    if (hidden) hidden->push_back(add_residual(x.stream, x.branch));  // an extra add, only when asked for
   }
-  return classify(ln_final->forward(x));
+  return classify(ln_final->forward_add(x.stream, x.branch).normed);
 }
 
 Tensor TransformerLM::classify(const Tensor& x) const {
@@ -109,11 +111,11 @@ Tensor TransformerLM::forward(const Tensor& ids, KVCache& cache, bool last_only)
            "TransformerLM: the KV cache holds batch {} and {} layers, the ids batch {} and the model {} layers",
            cache.batch(), cache.num_layers(), ids.size(0), blocks.size());
   NoGradGuard no_grad;
-  Tensor x = token_embeddings->forward(ids);  // [B, T, C]
+  Residual x{token_embeddings->forward(ids), Tensor()};  // [B, T, C]
   for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward_cached(x, cache.layer(l), start);
   cache.advance(T);
-  if (last_only && T > 1) x = x.narrow(1, T - 1, 1);  // [B, 1, C]
-  return classify(ln_final->forward(x));
+  if (last_only && T > 1) x = {x.stream.narrow(1, T - 1, 1), x.branch.narrow(1, T - 1, 1)};  // [B, 1, C]
+  return classify(ln_final->forward_add(x.stream, x.branch).normed);
 }
 
 Tensor TransformerLM::forward_decode(const Tensor& token, KVCache& cache, const Tensor& position) const {
@@ -129,9 +131,9 @@ Tensor TransformerLM::forward_decode(const Tensor& token, KVCache& cache, const 
   const Tensor pos = position.reshape({1});
   // The token's own row included; int64 on the device (a binary add: add_scalar is for floating tensors).
   const Tensor key_count = pos + ones({1}, Options(kInt64).device(pos.device()));
-  Tensor x = token_embeddings->forward(token);  // [B, 1, C]
+  Residual x{token_embeddings->forward(token), Tensor()};  // [B, 1, C]
   for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward_decode(x, cache.layer(l), pos, key_count);
-  return classify(ln_final->forward(x));
+  return classify(ln_final->forward_add(x.stream, x.branch).normed);
 }
 
 StateDict grow_vocabulary(const StateDict& state, int64_t new_vocab_size) {

@@ -440,6 +440,17 @@ inline std::vector<Sample> all_samples() {
   add_sample("rms_norm", "rms_norm with only the weight requiring grad; output transposed",
              [](Generator& g) { return Inputs{constant({3, 4}, g), param({4}, g)}; },
              [](const Inputs& x) { return rms_norm(x[0], x[1], 1e-5).t(); });
+  add_sample("add_rms_norm", "h = x + b, y = rms_norm(h) of [2,3,5]; Σ y·c + Σ h²: dh = the norm's dx + 2h",
+             [](Generator& g) {
+               return Inputs{param({2, 3, 5}, g), param({2, 3, 5}, g), param({5}, g), constant({2, 3, 5}, g)};
+             },
+             [](const Inputs& x) {
+               const ResidualNorm r = add_rms_norm(x[0], x[1], x[2], 1e-5, x[0].dtype());
+               return (r.normed * x[3]).sum() + (r.sum * r.sum).sum();
+             });
+  add_sample("add_rms_norm", "a transposed [4,3] x plus a constant branch; only normed read (nothing gathered)",
+             [](Generator& g) { return Inputs{transposed_param(4, 3, g), constant({4, 3}, g), param({3}, g)}; },
+             [](const Inputs& x) { return add_rms_norm(x[0], x[1], x[2], 0.5, x[0].dtype()).normed; });
   add_sample("swiglu", "silu(a)⊙b, [2,3]: da = g·b·σ(a)(1 + a(1−σ(a))), db = g·silu(a)",
              [](Generator& g) { return Inputs{param({2, 3}, g), param({2, 3}, g)}; },
              [](const Inputs& x) { return swiglu(x[0], x[1]); });

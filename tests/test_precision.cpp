@@ -8,7 +8,9 @@
 #include "autograd/tapegrad.h"
 #include "nn/loss.h"
 #include "nn/precision.h"
+#include "nn/rope.h"
 #include "nn/transformer_lm.h"
+#include "tests/same_bits.h"
 #include "tiny_lm_config.h"
 
 using namespace tapegrad;
@@ -159,6 +161,29 @@ TEST_CASE("WeightCast keeps a weight's bf16 copy under a CastCacheGuard until th
     nn::CastCacheGuard cache;
     CHECK(cast(w, nn::Stage::Matmul).storage() == w.storage());
   }
+}
+
+TEST_CASE("RotaryEmbedding converts its tables once per dtype, again only when they change", "[precision]") {
+  nn::RotaryEmbedding rope(10000.0, 8, 16);
+  const auto [c32, s32] = rope.tables_as(kFloat32);
+  CHECK(c32.storage() == rope.cos_table.storage());  // its own dtype: the tables themselves
+  const auto [c1, s1] = rope.tables_as(kBFloat16);
+  const auto [c2, s2] = rope.tables_as(kBFloat16);
+  CHECK(c1.dtype() == kBFloat16);
+  CHECK((c1.storage() == c2.storage() && s1.storage() == s2.storage()));  // kept
+  CHECK(testing::same_bits(c1, rope.cos_table.to(kBFloat16)));
+  CHECK(testing::same_bits(s1, rope.sin_table.to(kBFloat16)));
+  rope.sin_table.mul_(0.5);  // an in-place write (a load would do the same): converted anew
+  const auto [c3, s3] = rope.tables_as(kBFloat16);
+  CHECK(s3.storage() != s1.storage());
+  CHECK(testing::same_bits(s3, rope.sin_table.to(kBFloat16)));
+  rope.cos_table = rope.cos_table.clone();  // another storage (to(device) replaces the buffers so)
+  CHECK(rope.tables_as(kBFloat16).first.storage() != c3.storage());
+  CHECK(rope.tables_as(kFloat64).first.dtype() == kFloat64);
+  // the rotation with the kept tables is the rotation with freshly converted ones
+  const Tensor x = randn({2, 5, 8}).to(kBFloat16), pos = rope.positions(3, 5);
+  const Tensor cf = rope.cos_table.to(kBFloat16), sf = rope.sin_table.to(kBFloat16);
+  CHECK(testing::same_bits(rope.forward(x, pos), tapegrad::rope(x, cf, sf, pos)));
 }
 
 TEST_CASE("bf16 inference keeps its weight copies and gives the logits it gives without them", "[precision]") {

@@ -11,6 +11,9 @@
 // rms_norm(x [..., C], w [C], eps)  — per row r = (mean x² + eps)^(−1/2), y = x·r·w
 //   ∂r/∂x_k = −r³x_k/C, so with gw = g⊙w:  dx = r·(gw − x·r²·mean(gw⊙x)),  dw = Σ_rows g⊙x·r
 //   Saves x, w and r per row.
+// add_rms_norm(x, b, w, eps)  — h = x + b, y = rms_norm(h, w): two tape entries from one forward kernel, "add"
+//   for h and "add_rms_norm" for y, whose backward is rms_norm's with its dh added onto the gradient already
+//   gathered for h in the same kernel.
 // swiglu(a, b)  — y = silu(a)⊙b = a·σ(a)·b
 //   da = g⊙b⊙σ(a)(1 + a(1 − σ(a))),  db = g⊙silu(a)
 //   Saves a and b (recomputing σ(a) in backward is cheaper than storing it).
@@ -107,6 +110,73 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
              dx[1] = gw;
            });
   return y;
+}
+
+// ---------------- residual add + RMSNorm ----------------
+
+ResidualNorm add_rms_norm(const Tensor& x, const Tensor& branch, const Tensor& weight, double eps,
+                          DType normed_dtype) {
+  const char* op = "add_rms_norm";
+  detail::check_defined(op, x);
+  detail::check_defined(op, weight);
+  detail::check_floating(op, x);
+  // bfloat16 next to a float32 stream is the mixed-precision block; other mixes are converted by the caller.
+  const auto same_or_bf16 = [&](DType t) { return t == x.dtype() || (t == kBFloat16 && x.dtype() == kFloat32); };
+  TG_CHECK(same_or_bf16(normed_dtype), "{}: normed_dtype {} must be x's dtype {} (or bfloat16 for float32 x)", op,
+           normed_dtype, x.dtype());
+  if (!branch.defined()) {
+    // Nothing to add (the first block): the plain norm, converted.
+    Tensor y = rms_norm(x, weight, eps);
+    if (y.dtype() == normed_dtype) return {x, y};
+    Tensor normed = y.to(normed_dtype);
+    if (normed.grad_fn()) normed.grad_fn()->set_gathers_in_float32(true);  // as below
+    return {x, normed};
+  }
+  detail::check_floating(op, branch);
+  detail::check_same_dtype(op, x, weight);
+  detail::check_same_device(op, x, weight);
+  detail::check_same_device(op, x, branch);
+  TG_CHECK(branch.shape() == x.shape(), "{}: branch {} must have x's shape {}", op, branch.shape(), x.shape());
+  TG_CHECK(same_or_bf16(branch.dtype()), "{}: branch {} must be x's dtype {} (or bfloat16 for float32 x)", op,
+           branch.dtype(), x.dtype());
+  TG_CHECK(x.dim() >= 1 && x.size(-1) > 0, "{}: x must be [..., C] with C > 0, got {}", op, x.shape());
+  const int64_t C = x.size(-1), R = x.numel() / C;
+  TG_CHECK(weight.dim() == 1 && weight.size(0) == C, "{}: weight {} must be [C] = [{}] for x {}", op, weight.shape(),
+           C, x.shape());
+  TG_CHECK(eps >= 0, "{}: eps must be ≥ 0, got {}", op, eps);
+  const Shape rows{R, C};
+  Tensor sum = empty_like(x);
+  Tensor normed = empty(x.shape(), Options(normed_dtype).device(x.device()));
+  Tensor rstd = empty({R}, Options(detail::statistic_dtype(x.dtype())).device(x.device()));
+  backend_of(x).add_rms_norm(kview_as(sum, rows), kview_as(normed, rows), kview(rstd),
+                             kview(x.detach().reshape(rows)), kview(branch.detach().reshape(rows)), kview(weight), eps);
+  if (needs_grad(x, branch))
+    // d sum/dx = d sum/d branch = 1; the engine converts the branch's gradient to its dtype.
+    record("add", {&x, &branch}, sum, [](const Tensor& g, GradInputs& dx) {
+      dx[0] = g;
+      dx[1] = g;
+    });
+  if (needs_grad(sum, weight)) {
+    record("add_rms_norm", {&sum, &weight}, normed,
+           [ss = SavedTensor(sum, /*is_output=*/true), sw = SavedTensor(weight), rstd, rows](const Tensor& g,
+                                                                                           GradInputs& dx) {
+             // dsum = gathered + r·(gw − h·r²·mean(gw⊙h)) with gw = g⊙w;  dw = Σ_rows g⊙h·r
+             const Tensor& h = ss.get();
+             const Tensor& w = sw.get();
+             Tensor gathered = dx.needs(0) ? dx.take_gathered(0) : Tensor();
+             Tensor gh = gathered.defined() ? gathered : dx.needs(0) ? empty(h.shape(), h.options()) : Tensor();
+             Tensor gw = dx.needs(1) ? empty_like(w) : Tensor();
+             const kernels::TensorView gh_rows = gh.defined() ? kview_as(gh, rows) : kernels::TensorView{};
+             backend_of(h).rms_norm_backward_add(gh_rows, gw.defined() ? kview(gw) : kernels::TensorView{},
+                                                 kview(g.reshape(rows)), kview_as(h, rows), kview(w), kview(rstd),
+                                                 gathered.defined() ? gh_rows : kernels::TensorView{});
+             dx[0] = gh;
+             dx[1] = gw;
+           });
+    // Several bf16 matmuls read normed: their gradients are summed in float32 (the backward widens g anyway).
+    normed.grad_fn()->set_gathers_in_float32(true);
+  }
+  return {sum, normed};
 }
 
 // ---------------- SwiGLU gate ----------------

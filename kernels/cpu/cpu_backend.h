@@ -48,6 +48,11 @@ class CpuBackend final : public Backend {
                 double eps) override;
   void rms_norm_backward(const TensorView& grad_x, const TensorView& grad_weight, const TensorView& grad_y,
                          const TensorView& x, const TensorView& weight, const TensorView& rstd) override;
+  void add_rms_norm(const TensorView& h, const TensorView& y, const TensorView& rstd, const TensorView& x,
+                    const TensorView& branch, const TensorView& weight, double eps) override;
+  void rms_norm_backward_add(const TensorView& grad_x, const TensorView& grad_weight, const TensorView& grad_y,
+                             const TensorView& x, const TensorView& weight, const TensorView& rstd,
+                             const TensorView& grad_residual) override;
   void swiglu(const TensorView& out, const TensorView& a, const TensorView& b) override;
   void swiglu_backward(const TensorView& grad_a, const TensorView& grad_b, const TensorView& grad_out,
                        const TensorView& a, const TensorView& b) override;

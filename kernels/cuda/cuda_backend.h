@@ -61,6 +61,8 @@ class CudaBackend final : public Backend {
       case BackendFunction::CrossEntropyBackward:
       case BackendFunction::RmsNorm:
       case BackendFunction::RmsNormBackward:
+      case BackendFunction::AddRmsNorm:          // fused_add_rmsnorm.cu: also a float32 stream with a bf16
+      case BackendFunction::RmsNormBackwardAdd:  // branch, y or grad_y (the mixed-precision block)
       case BackendFunction::Swiglu:
       case BackendFunction::SwigluBackward:
       case BackendFunction::Rope:
@@ -87,6 +89,12 @@ class CudaBackend final : public Backend {
                 double eps) override;
   void rms_norm_backward(const TensorView& grad_x, const TensorView& grad_weight, const TensorView& grad_y,
                          const TensorView& x, const TensorView& weight, const TensorView& rstd) override;
+  // fused_add_rmsnorm.cu: the residual add and the norm in one pass (and the backward's add onto grad_residual).
+  void add_rms_norm(const TensorView& h, const TensorView& y, const TensorView& rstd, const TensorView& x,
+                    const TensorView& branch, const TensorView& weight, double eps) override;
+  void rms_norm_backward_add(const TensorView& grad_x, const TensorView& grad_weight, const TensorView& grad_y,
+                             const TensorView& x, const TensorView& weight, const TensorView& rstd,
+                             const TensorView& grad_residual) override;
   void swiglu(const TensorView& out, const TensorView& a, const TensorView& b) override;
   void swiglu_backward(const TensorView& grad_a, const TensorView& grad_b, const TensorView& grad_out,
                        const TensorView& a, const TensorView& b) override;

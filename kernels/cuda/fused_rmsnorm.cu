@@ -7,10 +7,8 @@
 // Row kernels (forward, dx): one row group per row — a warp for rows of up to 256 elements (4 rows
 // per 128-thread block), else a block of up to 256 threads (row_group.h) — one group reduction
 // (Σ x² or Σ gw·x, in double), then an elementwise pass over the row (it is hot in L1/L2).
-// dw is a column reduction, done deterministically without atomics: kernel A, grid (column tiles,
-// row chunks), gives each thread one column and one chunk of rows, summed in double in row order
-// into partial [chunks, C]; kernel B sums the chunks of each column in order and writes dw (with a
-// single chunk, kernel A writes dw itself). The chunking depends only on the shape.
+// dw is a column reduction, done deterministically without atomics (rms_norm_common.h, shared with
+// fused_add_rmsnorm.cu): per column, chunks of rows summed in double in row order, then the chunks in order.
 // bfloat16 (Backend::native_bf16): x, w, y, g, dx, dw bfloat16 (S), rstd float32 (T = compute_t<S>, the
 // statistic): every load widens exactly, the math is the float32 kernel's, each output is rounded once.
 #include <cmath>
@@ -19,18 +17,15 @@
 #include "kernels/fused_args.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/rms_norm_common.h"
 #include "kernels/cuda/row_group.h"
 #include "kernels/cuda/runtime.h"
 
 namespace tapegrad::kernels::cuda {
 namespace {
 
-constexpr int kShortRow = 256;         // rows up to this long get one warp each
-constexpr int kWarpRowThreads = 128;   // 4 short rows per block
-constexpr int kRowThreads = 256;       // threads of a block that owns one long row
-constexpr int kColumnThreads = 256;    // columns per block of the dw kernels
-constexpr int64_t kMinChunkRows = 16;  // rows per dw chunk, at least
-constexpr int64_t kTargetDwBlocks = 1024;
+using rms_norm_detail::launch_row_kernel;
+using rms_norm_detail::launch_weight_grad;
 
 // ---- forward ----
 
@@ -92,40 +87,6 @@ __global__ void rms_norm_backward_x_kernel(S* TG_RESTRICT dx, int64_t ds0, int64
   }
 }
 
-// ---- backward: dw ----
-
-// Block (column tile blockIdx.x, row chunk blockIdx.y): one column per thread, the chunk's rows in
-// order. With one chunk the sum is the result (written to dw), else it goes to partial [chunks, C].
-template <class S, bool Contig, class T = cpu::compute_t<S>>
-__global__ void rms_norm_backward_w_kernel(S* TG_RESTRICT dw, int64_t dws, double* TG_RESTRICT partial,
-                                           const S* TG_RESTRICT g, int64_t gs0, int64_t gs1, const S* TG_RESTRICT x,
-                                           int64_t xs0, int64_t xs1, const T* TG_RESTRICT rstd, int64_t rs, int64_t R,
-                                           int64_t C, int64_t chunk_rows) {
-  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= C) return;
-  const int64_t og = Contig ? 1 : gs1, ox = Contig ? 1 : xs1;
-  const int64_t r0 = int64_t(blockIdx.y) * chunk_rows;
-  const int64_t r1 = r0 + chunk_rows < R ? r0 + chunk_rows : R;
-  double acc = 0;
-  for (int64_t i = r0; i < r1; ++i)
-    acc += double(T(g[i * gs0 + j * og])) * double(T(x[i * xs0 + j * ox])) * double(rstd[i * rs]);
-  if (gridDim.y == 1)
-    dw[j * dws] = S(T(acc));
-  else
-    partial[int64_t(blockIdx.y) * C + j] = acc;
-}
-
-// dw_j = Σ_c partial[c, j] in chunk order (0 when there are no rows).
-template <class S, class T = cpu::compute_t<S>>
-__global__ void rms_norm_sum_chunks_kernel(S* TG_RESTRICT dw, int64_t dws, const double* TG_RESTRICT partial,
-                                           int64_t chunks, int64_t C) {
-  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < C; j += int64_t(gridDim.x) * blockDim.x) {
-    double s = 0;
-    for (int64_t c = 0; c < chunks; ++c) s += partial[c * C + j];
-    dw[j * dws] = S(T(s));
-  }
-}
-
 // ---- host side ----
 
 // The statistic rstd's dtype: float32 for bfloat16 x, else x's (autograd/ops/op_util.h).
@@ -137,21 +98,6 @@ TensorView checked_rstd(const char* op, const TensorView& rstd, const TensorView
   TensorView as_x = rstd;
   as_x.dtype = x.dtype;
   return as_x;
-}
-
-// Calls f(WarpRows, Contig) as std::integral_constants with the grid and block of the row kernels.
-template <class F>
-void launch_row_kernel(int64_t R, int64_t C, bool contig, F&& f) {
-  const bool short_rows = C <= kShortRow;
-  const unsigned warp_blocks = row_blocks(R, kWarpRowThreads / 32), block_blocks = row_blocks(R, 1);
-  const int block_threads = threads_for_row(C, kRowThreads);
-  if (short_rows) {
-    if (contig) f(std::true_type{}, std::true_type{}, warp_blocks, kWarpRowThreads);
-    else f(std::true_type{}, std::false_type{}, warp_blocks, kWarpRowThreads);
-  } else {
-    if (contig) f(std::false_type{}, std::true_type{}, block_blocks, block_threads);
-    else f(std::false_type{}, std::false_type{}, block_blocks, block_threads);
-  }
 }
 
 }  // namespace
@@ -198,37 +144,9 @@ void CudaBackend::rms_norm_backward(const TensorView& grad_x, const TensorView& 
                x.strides[1], static_cast<const S*>(weight.data), weight.strides[0], rp, rstd.strides[0], R, C);
       });
     }
-    if (want_w && C > 0) {
-      S* dw = static_cast<S*>(grad_weight.data);
-      const int64_t dws = grad_weight.strides[0];
-      const int threads = threads_for_row(C, kColumnThreads);
-      const int64_t column_blocks = (C + threads - 1) / threads;
-      // Row chunks: enough blocks to fill the GPU, at least kMinChunkRows rows each; from the shape only.
-      int64_t chunks = kTargetDwBlocks / column_blocks;
-      const int64_t max_chunks = (R + kMinChunkRows - 1) / kMinChunkRows;
-      chunks = chunks < 1 ? 1 : (chunks > max_chunks ? max_chunks : chunks);
-      if (R == 0) {  // no rows: dw = 0
-        launch(rms_norm_sum_chunks_kernel<S>, dim3(blocks_for(C, threads)), dim3(threads), 0, dw, dws,
-               static_cast<const double*>(nullptr), int64_t{0}, C);
-        return;
-      }
-      const int64_t chunk_rows = (R + chunks - 1) / chunks;
-      chunks = (R + chunk_rows - 1) / chunk_rows;  // no empty chunk at the end
-      ScratchBuffer partial(*this, chunks > 1 ? static_cast<size_t>(chunks * C) * sizeof(double) : 0);
-      const bool contig = x.strides[1] == 1 && grad_y.strides[1] == 1;
-      const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(chunks));
-      if (contig)
-        launch(rms_norm_backward_w_kernel<S, true>, grid, dim3(threads), 0, dw, dws, partial.as<double>(), gp,
-               grad_y.strides[0], grad_y.strides[1], xp, x.strides[0], x.strides[1], rp, rstd.strides[0], R, C,
-               chunk_rows);
-      else
-        launch(rms_norm_backward_w_kernel<S, false>, grid, dim3(threads), 0, dw, dws, partial.as<double>(), gp,
-               grad_y.strides[0], grad_y.strides[1], xp, x.strides[0], x.strides[1], rp, rstd.strides[0], R, C,
-               chunk_rows);
-      if (chunks > 1)
-        launch(rms_norm_sum_chunks_kernel<S>, dim3(blocks_for(C, threads)), dim3(threads), 0, dw, dws,
-               static_cast<const double*>(partial.as<double>()), chunks, C);
-    }
+    if (want_w)
+      launch_weight_grad(*this, static_cast<S*>(grad_weight.data), grad_weight.strides[0], gp, grad_y.strides[0],
+                         grad_y.strides[1], xp, x.strides[0], x.strides[1], rp, rstd.strides[0], R, C);
   });
 }
 

@@ -289,6 +289,20 @@ std::vector<Call> calls() {
                  be.rms_norm_backward(view(dx), view(dw), view(gy), view(x), view(w), view(rstd_cpu));
                  return std::vector<Tensor>{y, rstd, dx, dw};
                }, {BackendFunction::RmsNorm, BackendFunction::RmsNormBackward}});
+  c.push_back({"add_rms_norm and rms_norm_backward_add (float32 rstd)", false, [](Backend& be, Inputs& in) {
+                 const Tensor x = in.bf16({9, 48}), branch = in.bf16({9, 48}), w = in.bf16({48}), gy = in.bf16({9, 48});
+                 const Tensor res = in.bf16({9, 48});
+                 Tensor h = in.full_of({9, 48}, 0.0), y = in.full_of({9, 48}, 0.0), rstd = in.full_of({9}, 0.0, kFloat32);
+                 be.add_rms_norm(view(h), view(y), view(rstd), view(x), view(branch), view(w), 1e-5);
+                 const Tensor rstd_cpu = in.cpu_forward([&](Tensor& r) {
+                   Tensor h_cpu = h.to(Device::cpu()), y_cpu = y.to(Device::cpu());
+                   cpu_be().add_rms_norm(view(h_cpu), view(y_cpu), view(r), view(x.to(Device::cpu())),
+                                         view(branch.to(Device::cpu())), view(w.to(Device::cpu())), 1e-5);
+                 }, rstd);
+                 Tensor dx = res.clone(), dw = in.full_of({48}, 0.0);
+                 be.rms_norm_backward_add(view(dx), view(dw), view(gy), view(x), view(w), view(rstd_cpu), view(dx));
+                 return std::vector<Tensor>{h, y, rstd, dx, dw};
+               }, {BackendFunction::AddRmsNorm, BackendFunction::RmsNormBackwardAdd}});
   c.push_back({"swiglu and its backward", false, [](Backend& be, Inputs& in) {
                  const Tensor a = in.bf16({5, 33}, 2.0), b = in.bf16({5, 33}), g = in.bf16({5, 33});
                  Tensor y = in.full_of({5, 33}, 0.0), da = in.full_of({5, 33}, 0.0), db = in.full_of({5, 33}, 0.0);

@@ -1,0 +1,111 @@
+// rms_norm_common.h — what the two CUDA RMSNorm files share (fused_rmsnorm.cu: rms_norm and its backward;
+// fused_add_rmsnorm.cu: the residual add fused in): the choice of row kernel, and the weight gradient.
+//
+// Row kernels: one row group per row (row_group.h) — a warp for rows of up to kShortRow elements (4 rows per
+// 128-thread block), else a block of up to 256 threads. launch_row_kernel picks the group and the column
+// stride path (Contig: unit column strides everywhere) from the shape and strides.
+// Weight gradient  dw_j = Σ_rows g_j·x_j·r  (written, not accumulated), deterministic without atomics:
+// kernel A, grid (column tiles, row chunks), gives each thread one column and one chunk of rows, summed in
+// double in row order into partial [chunks, C]; kernel B sums the chunks of each column in order and writes
+// dw (with a single chunk, kernel A writes dw itself). The chunking depends only on the shape.
+// Types: S stores x and dw, G stores g (S or bfloat16, widened on load), T = compute_t<S> stores rstd.
+// Internal to the CUDA backend; included only by .cu files.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/row_group.h"
+#include "kernels/cuda/runtime.h"
+
+namespace tapegrad::kernels::cuda::rms_norm_detail {
+
+constexpr int kShortRow = 256;         // rows up to this long get one warp each
+constexpr int kWarpRowThreads = 128;   // 4 short rows per block
+constexpr int kRowThreads = 256;       // threads of a block that owns one long row
+constexpr int kColumnThreads = 256;    // columns per block of the dw kernels
+constexpr int64_t kMinChunkRows = 16;  // rows per dw chunk, at least
+constexpr int64_t kTargetDwBlocks = 1024;
+
+// Calls f(WarpRows, Contig, blocks, threads), the first two as std::integral_constants, with the grid and
+// block of the row kernels for R rows of C elements.
+template <class F>
+void launch_row_kernel(int64_t R, int64_t C, bool contig, F&& f) {
+  const bool short_rows = C <= kShortRow;
+  const unsigned warp_blocks = row_blocks(R, kWarpRowThreads / 32), block_blocks = row_blocks(R, 1);
+  const int block_threads = threads_for_row(C, kRowThreads);
+  if (short_rows) {
+    if (contig) f(std::true_type{}, std::true_type{}, warp_blocks, kWarpRowThreads);
+    else f(std::true_type{}, std::false_type{}, warp_blocks, kWarpRowThreads);
+  } else {
+    if (contig) f(std::false_type{}, std::true_type{}, block_blocks, block_threads);
+    else f(std::false_type{}, std::false_type{}, block_blocks, block_threads);
+  }
+}
+
+// Block (column tile blockIdx.x, row chunk blockIdx.y): one column per thread, the chunk's rows in
+// order. With one chunk the sum is the result (written to dw), else it goes to partial [chunks, C].
+template <class S, class G, bool Contig, class T = cpu::compute_t<S>>
+__global__ void rms_norm_backward_w_kernel(S* TG_RESTRICT dw, int64_t dws, double* TG_RESTRICT partial,
+                                           const G* TG_RESTRICT g, int64_t gs0, int64_t gs1, const S* TG_RESTRICT x,
+                                           int64_t xs0, int64_t xs1, const T* TG_RESTRICT rstd, int64_t rs, int64_t R,
+                                           int64_t C, int64_t chunk_rows) {
+  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= C) return;
+  const int64_t og = Contig ? 1 : gs1, ox = Contig ? 1 : xs1;
+  const int64_t r0 = int64_t(blockIdx.y) * chunk_rows;
+  const int64_t r1 = r0 + chunk_rows < R ? r0 + chunk_rows : R;
+  double acc = 0;
+  for (int64_t i = r0; i < r1; ++i)
+    acc += double(T(g[i * gs0 + j * og])) * double(T(x[i * xs0 + j * ox])) * double(rstd[i * rs]);
+  if (gridDim.y == 1)
+    dw[j * dws] = S(T(acc));
+  else
+    partial[int64_t(blockIdx.y) * C + j] = acc;
+}
+
+// dw_j = Σ_c partial[c, j] in chunk order (0 when there are no rows).
+template <class S, class T = cpu::compute_t<S>>
+__global__ void rms_norm_sum_chunks_kernel(S* TG_RESTRICT dw, int64_t dws, const double* TG_RESTRICT partial,
+                                           int64_t chunks, int64_t C) {
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < C; j += int64_t(gridDim.x) * blockDim.x) {
+    double s = 0;
+    for (int64_t c = 0; c < chunks; ++c) s += partial[c * C + j];
+    dw[j * dws] = S(T(s));
+  }
+}
+
+// Queues dw [C] (stride dws) = Σ_rows g⊙x·r for g, x [R, C] at their strides and rstd [R]; no host sync.
+template <class S, class G, class T = cpu::compute_t<S>>
+void launch_weight_grad(Backend& backend, S* dw, int64_t dws, const G* g, int64_t gs0, int64_t gs1, const S* x,
+                        int64_t xs0, int64_t xs1, const T* rstd, int64_t rs, int64_t R, int64_t C) {
+  if (C == 0) return;
+  const int threads = threads_for_row(C, kColumnThreads);
+  const int64_t column_blocks = (C + threads - 1) / threads;
+  // Row chunks: enough blocks to fill the GPU, at least kMinChunkRows rows each; from the shape only.
+  int64_t chunks = kTargetDwBlocks / column_blocks;
+  const int64_t max_chunks = (R + kMinChunkRows - 1) / kMinChunkRows;
+  chunks = chunks < 1 ? 1 : (chunks > max_chunks ? max_chunks : chunks);
+  if (R == 0) {  // no rows: dw = 0
+    launch(rms_norm_sum_chunks_kernel<S>, dim3(blocks_for(C, threads)), dim3(threads), 0, dw, dws,
+           static_cast<const double*>(nullptr), int64_t{0}, C);
+    return;
+  }
+  const int64_t chunk_rows = (R + chunks - 1) / chunks;
+  chunks = (R + chunk_rows - 1) / chunk_rows;  // no empty chunk at the end
+  ScratchBuffer partial(backend, chunks > 1 ? static_cast<size_t>(chunks * C) * sizeof(double) : 0);
+  const bool contig = xs1 == 1 && gs1 == 1;
+  const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(chunks));
+  if (contig)
+    launch(rms_norm_backward_w_kernel<S, G, true>, grid, dim3(threads), 0, dw, dws, partial.as<double>(), g, gs0, gs1,
+           x, xs0, xs1, rstd, rs, R, C, chunk_rows);
+  else
+    launch(rms_norm_backward_w_kernel<S, G, false>, grid, dim3(threads), 0, dw, dws, partial.as<double>(), g, gs0,
+           gs1, x, xs0, xs1, rstd, rs, R, C, chunk_rows);
+  if (chunks > 1)
+    launch(rms_norm_sum_chunks_kernel<S>, dim3(blocks_for(C, threads)), dim3(threads), 0, dw, dws,
+           static_cast<const double*>(partial.as<double>()), chunks, C);
+}
+
+}  // namespace tapegrad::kernels::cuda::rms_norm_detail
