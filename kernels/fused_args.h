@@ -14,13 +14,9 @@ inline void check_rms_norm_args(const char* op, const TensorView& x, const Tenso
            "{}: rstd {} {} must be [R] = [{}] of x's dtype", op, rstd.dtype, rstd.shape, x.shape[0]);
 }
 
-// The forward's checks, grad_y like x, and each requested output (data != nullptr) like its input.
-inline void check_rms_norm_backward_args(const char* op, const TensorView& grad_x, const TensorView& grad_weight,
-                                         const TensorView& grad_y, const TensorView& x, const TensorView& weight,
-                                         const TensorView& rstd) {
-  check_rms_norm_args(op, x, weight, rstd);
-  TG_CHECK(grad_y.shape == x.shape && grad_y.dtype == x.dtype, "{}: grad_y {} {} must match x {} {}", op,
-           grad_y.dtype, grad_y.shape, x.dtype, x.shape);
+// Each requested output (data != nullptr) of an RMSNorm backward like its input, in x's dtype.
+inline void check_rms_norm_grad_outputs(const char* op, const TensorView& grad_x, const TensorView& grad_weight,
+                                        const TensorView& x, const TensorView& weight) {
   if (grad_x.data != nullptr)
     TG_CHECK(grad_x.shape == x.shape && grad_x.dtype == x.dtype, "{}: grad_x {} {} must match x {} {}", op,
              grad_x.dtype, grad_x.shape, x.dtype, x.shape);
@@ -28,6 +24,16 @@ inline void check_rms_norm_backward_args(const char* op, const TensorView& grad_
     TG_CHECK(grad_weight.shape == weight.shape && grad_weight.dtype == x.dtype,
              "{}: grad_weight {} {} must match weight {} {}", op, grad_weight.dtype, grad_weight.shape, weight.dtype,
              weight.shape);
+}
+
+// The forward's checks, grad_y like x, and each requested output (data != nullptr) like its input.
+inline void check_rms_norm_backward_args(const char* op, const TensorView& grad_x, const TensorView& grad_weight,
+                                         const TensorView& grad_y, const TensorView& x, const TensorView& weight,
+                                         const TensorView& rstd) {
+  check_rms_norm_args(op, x, weight, rstd);
+  TG_CHECK(grad_y.shape == x.shape && grad_y.dtype == x.dtype, "{}: grad_y {} {} must match x {} {}", op,
+           grad_y.dtype, grad_y.shape, x.dtype, x.shape);
+  check_rms_norm_grad_outputs(op, grad_x, grad_weight, x, weight);
 }
 
 // t is x's dtype, or bfloat16 next to float32 x (the mixed-precision residual stream).
@@ -69,13 +75,7 @@ inline void check_rms_norm_backward_add_args(const char* op, const TensorView& g
   TG_CHECK(grad_y.shape == x.shape && same_or_bf16_of_f32(grad_y.dtype, x.dtype),
            "{}: grad_y {} {} must have x's shape {} in x's dtype {} (or bfloat16 for float32 x)", op, grad_y.dtype,
            grad_y.shape, x.shape, x.dtype);
-  if (grad_x.data != nullptr)
-    TG_CHECK(grad_x.shape == x.shape && grad_x.dtype == x.dtype, "{}: grad_x {} {} must match x {} {}", op,
-             grad_x.dtype, grad_x.shape, x.dtype, x.shape);
-  if (grad_weight.data != nullptr)
-    TG_CHECK(grad_weight.shape == weight.shape && grad_weight.dtype == x.dtype,
-             "{}: grad_weight {} {} must match weight {} {}", op, grad_weight.dtype, grad_weight.shape, weight.dtype,
-             weight.shape);
+  check_rms_norm_grad_outputs(op, grad_x, grad_weight, x, weight);
   if (grad_residual.data != nullptr) {
     TG_CHECK(grad_x.data != nullptr, "{}: grad_residual is given but grad_x is not computed", op);
     TG_CHECK(grad_residual.shape == x.shape && grad_residual.dtype == x.dtype,

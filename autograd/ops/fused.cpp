@@ -75,6 +75,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 
 // ---------------- RMSNorm ----------------
 
+namespace {
+
+// x [..., C] as rows [R, C] for a norm with weight [C] and eps ≥ 0 (checked).
+Shape norm_rows(const char* op, const Tensor& x, const Tensor& weight, double eps) {
+  TG_CHECK(x.dim() >= 1 && x.size(-1) > 0, "{}: x must be [..., C] with C > 0, got {}", op, x.shape());
+  const int64_t C = x.size(-1);
+  TG_CHECK(weight.dim() == 1 && weight.size(0) == C, "{}: weight {} must be [C] = [{}] for x {}", op, weight.shape(),
+           C, x.shape());
+  TG_CHECK(eps >= 0, "{}: eps must be ≥ 0, got {}", op, eps);
+  return {x.numel() / C, C};
+}
+
+}  // namespace
+
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   const char* op = "rms_norm";
   detail::check_defined(op, x);
@@ -82,12 +96,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   detail::check_floating(op, x);
   detail::check_same_dtype(op, x, weight);
   detail::check_same_device(op, x, weight);
-  TG_CHECK(x.dim() >= 1 && x.size(-1) > 0, "{}: x must be [..., C] with C > 0, got {}", op, x.shape());
-  const int64_t C = x.size(-1), R = x.numel() / C;
-  TG_CHECK(weight.dim() == 1 && weight.size(0) == C, "{}: weight {} must be [C] = [{}] for x {}", op, weight.shape(),
-           C, x.shape());
-  TG_CHECK(eps >= 0, "{}: eps must be ≥ 0, got {}", op, eps);
-  const Shape rows{R, C};
+  const Shape rows = norm_rows(op, x, weight, eps);  // [R, C]
+  const int64_t R = rows[0];
   const Tensor x2 = x.detach().reshape(rows);  // a view when the leading dims merge, else a copy
   Tensor y = empty_like(x);
   Tensor rstd = empty({R}, Options(detail::statistic_dtype(x.dtype())).device(x.device()));
@@ -139,12 +149,8 @@ ResidualNorm add_rms_norm(const Tensor& x, const Tensor& branch, const Tensor& w
   TG_CHECK(branch.shape() == x.shape(), "{}: branch {} must have x's shape {}", op, branch.shape(), x.shape());
   TG_CHECK(same_or_bf16(branch.dtype()), "{}: branch {} must be x's dtype {} (or bfloat16 for float32 x)", op,
            branch.dtype(), x.dtype());
-  TG_CHECK(x.dim() >= 1 && x.size(-1) > 0, "{}: x must be [..., C] with C > 0, got {}", op, x.shape());
-  const int64_t C = x.size(-1), R = x.numel() / C;
-  TG_CHECK(weight.dim() == 1 && weight.size(0) == C, "{}: weight {} must be [C] = [{}] for x {}", op, weight.shape(),
-           C, x.shape());
-  TG_CHECK(eps >= 0, "{}: eps must be ≥ 0, got {}", op, eps);
-  const Shape rows{R, C};
+  const Shape rows = norm_rows(op, x, weight, eps);  // [R, C]
+  const int64_t R = rows[0];
   Tensor sum = empty_like(x);
   Tensor normed = empty(x.shape(), Options(normed_dtype).device(x.device()));
   Tensor rstd = empty({R}, Options(detail::statistic_dtype(x.dtype())).device(x.device()));

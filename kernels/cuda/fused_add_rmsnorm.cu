@@ -31,6 +31,7 @@ namespace tapegrad::kernels::cuda {
 namespace {
 
 using rms_norm_detail::launch_row_kernel;
+using rms_norm_detail::rms_norm_backward_x_kernel;
 using rms_norm_detail::launch_weight_grad;
 
 // ---- forward ----
@@ -67,49 +68,6 @@ __global__ void add_rms_norm_kernel(X* TG_RESTRICT h, int64_t hs0, int64_t hs1, 
     // h_j was written above by this same thread (same j): read back, no barrier needed.
     for (int64_t j = group.rank(); j < C; j += group.size()) yr[j * oy] = Y(T(hr[j * oh]) * r * T(w[j * ow]));
     if (group.rank() == 0) rstd[i * rs] = r;
-  }
-}
-
-// ---- backward: grad_x ----
-
-// grad_x [R, C] (stride ds*), grad_residual (res: nullptr, or any view of x's shape — grad_x itself allowed,
-// hence no restrict on either), g, x [R, C], w [C], rstd [R].
-template <class X, class G, bool WarpRows, bool Contig, class T = cpu::compute_t<X>>
-__global__ void rms_norm_backward_add_x_kernel(X* dx, int64_t ds0, int64_t ds1, const X* res, int64_t res0,
-                                               int64_t res1, const G* TG_RESTRICT g, int64_t gs0, int64_t gs1,
-                                               const X* TG_RESTRICT x, int64_t xs0, int64_t xs1,
-                                               const X* TG_RESTRICT w, int64_t ws, const T* TG_RESTRICT rstd,
-                                               int64_t rs, int64_t R, int64_t C) {
-  __shared__ double scratch[32];
-  const RowGroup<WarpRows> group{};
-  const int64_t od = Contig ? 1 : ds1, ores = Contig ? 1 : res1, og = Contig ? 1 : gs1, ox = Contig ? 1 : xs1;
-  const int64_t ow = Contig ? 1 : ws;
-  for (int64_t base = group.first_row(); base < R; base += group.row_step()) {
-    const int64_t i = base + group.slot();
-    const bool active = i < R;
-    const int64_t row = active ? i : 0;
-    const X* xr = x + row * xs0;
-    const G* gr = g + row * gs0;
-    double dot = 0;  // Σ_j gw_j·x_j
-    if (active)
-      for (int64_t j = group.rank(); j < C; j += group.size())
-        dot += double(T(gr[j * og]) * T(w[j * ow])) * double(T(xr[j * ox]));
-    dot = group.sum(dot, scratch);
-    if (!active) continue;
-    const T r = rstd[i * rs];
-    const double rd = double(r);
-    const T k = T(rd * rd * rd * dot / double(C));  // r³·mean(gw⊙x)
-    X* dr = dx + i * ds0;
-    if (res == nullptr) {
-      for (int64_t j = group.rank(); j < C; j += group.size())
-        dr[j * od] = X(r * (T(gr[j * og]) * T(w[j * ow])) - T(xr[j * ox]) * k);
-    } else {
-      const X* resr = res + i * res0;
-      for (int64_t j = group.rank(); j < C; j += group.size()) {
-        const T d = r * (T(gr[j * og]) * T(w[j * ow])) - T(xr[j * ox]) * k;
-        dr[j * od] = X(T(resr[j * ores]) + d);
-      }
-    }
   }
 }
 
@@ -189,7 +147,7 @@ void CudaBackend::rms_norm_backward_add(const TensorView& grad_x, const TensorVi
       const int64_t res0 = resp ? grad_residual.strides[0] : 0, res1 = resp ? grad_residual.strides[1] : 0;
       launch_row_kernel(R, C, contig, [&](auto warp_rows, auto contiguous, unsigned blocks, int threads) {
         constexpr bool W = decltype(warp_rows)::value, Ct = decltype(contiguous)::value;
-        launch(rms_norm_backward_add_x_kernel<X, G, W, Ct>, dim3(blocks), dim3(threads), 0,
+        launch(rms_norm_backward_x_kernel<X, G, W, Ct>, dim3(blocks), dim3(threads), 0,
                static_cast<X*>(grad_x.data), grad_x.strides[0], grad_x.strides[1], resp, res0, res1, gp,
                grad_y.strides[0], grad_y.strides[1], xp, x.strides[0], x.strides[1],
                static_cast<const X*>(weight.data), weight.strides[0], rp, rstd.strides[0], R, C);

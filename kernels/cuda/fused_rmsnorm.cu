@@ -7,8 +7,9 @@
 // Row kernels (forward, dx): one row group per row — a warp for rows of up to 256 elements (4 rows
 // per 128-thread block), else a block of up to 256 threads (row_group.h) — one group reduction
 // (Σ x² or Σ gw·x, in double), then an elementwise pass over the row (it is hot in L1/L2).
-// dw is a column reduction, done deterministically without atomics (rms_norm_common.h, shared with
-// fused_add_rmsnorm.cu): per column, chunks of rows summed in double in row order, then the chunks in order.
+// The dx row kernel and dw live in rms_norm_common.h (shared with fused_add_rmsnorm.cu); dw is a column
+// reduction, deterministic without atomics: per column, chunks of rows summed in double in row order, then
+// the chunks in order.
 // bfloat16 (Backend::native_bf16): x, w, y, g, dx, dw bfloat16 (S), rstd float32 (T = compute_t<S>, the
 // statistic): every load widens exactly, the math is the float32 kernel's, each output is rounded once.
 #include <cmath>
@@ -26,6 +27,7 @@ namespace {
 
 using rms_norm_detail::launch_row_kernel;
 using rms_norm_detail::launch_weight_grad;
+using rms_norm_detail::rms_norm_backward_x_kernel;
 
 // ---- forward ----
 
@@ -53,37 +55,6 @@ __global__ void rms_norm_kernel(S* TG_RESTRICT y, int64_t ys0, int64_t ys1, T* T
     S* yr = y + i * ys0;
     for (int64_t j = group.rank(); j < C; j += group.size()) yr[j * oy] = S(T(xr[j * ox]) * r * T(w[j * ow]));
     if (group.rank() == 0) rstd[i * rs] = r;
-  }
-}
-
-// ---- backward: dx ----
-
-template <class S, bool WarpRows, bool Contig, class T = cpu::compute_t<S>>
-__global__ void rms_norm_backward_x_kernel(S* TG_RESTRICT dx, int64_t ds0, int64_t ds1, const S* TG_RESTRICT g,
-                                           int64_t gs0, int64_t gs1, const S* TG_RESTRICT x, int64_t xs0, int64_t xs1,
-                                           const S* TG_RESTRICT w, int64_t ws, const T* TG_RESTRICT rstd, int64_t rs,
-                                           int64_t R, int64_t C) {
-  __shared__ double scratch[32];
-  const RowGroup<WarpRows> group{};
-  const int64_t od = Contig ? 1 : ds1, og = Contig ? 1 : gs1, ox = Contig ? 1 : xs1, ow = Contig ? 1 : ws;
-  for (int64_t base = group.first_row(); base < R; base += group.row_step()) {
-    const int64_t i = base + group.slot();
-    const bool active = i < R;
-    const int64_t row = active ? i : 0;
-    const S* xr = x + row * xs0;
-    const S* gr = g + row * gs0;
-    double dot = 0;  // Σ_j gw_j·x_j
-    if (active)
-      for (int64_t j = group.rank(); j < C; j += group.size())
-        dot += double(T(gr[j * og]) * T(w[j * ow])) * double(T(xr[j * ox]));
-    dot = group.sum(dot, scratch);
-    if (!active) continue;
-    const T r = rstd[i * rs];
-    const double rd = double(r);
-    const T k = T(rd * rd * rd * dot / double(C));  // r³·mean(gw⊙x)
-    S* dr = dx + i * ds0;
-    for (int64_t j = group.rank(); j < C; j += group.size())
-      dr[j * od] = S(r * (T(gr[j * og]) * T(w[j * ow])) - T(xr[j * ox]) * k);
   }
 }
 
@@ -139,9 +110,10 @@ void CudaBackend::rms_norm_backward(const TensorView& grad_x, const TensorView& 
                           grad_x.strides[1] == 1;
       launch_row_kernel(R, C, contig, [&](auto warp_rows, auto contiguous, unsigned blocks, int threads) {
         constexpr bool W = decltype(warp_rows)::value, Ct = decltype(contiguous)::value;
-        launch(rms_norm_backward_x_kernel<S, W, Ct>, dim3(blocks), dim3(threads), 0, static_cast<S*>(grad_x.data),
-               grad_x.strides[0], grad_x.strides[1], gp, grad_y.strides[0], grad_y.strides[1], xp, x.strides[0],
-               x.strides[1], static_cast<const S*>(weight.data), weight.strides[0], rp, rstd.strides[0], R, C);
+        launch(rms_norm_backward_x_kernel<S, S, W, Ct>, dim3(blocks), dim3(threads), 0, static_cast<S*>(grad_x.data),
+               grad_x.strides[0], grad_x.strides[1], static_cast<const S*>(nullptr), int64_t{0}, int64_t{0}, gp,
+               grad_y.strides[0], grad_y.strides[1], xp, x.strides[0], x.strides[1],
+               static_cast<const S*>(weight.data), weight.strides[0], rp, rstd.strides[0], R, C);
       });
     }
     if (want_w)

@@ -1,5 +1,6 @@
 // rms_norm_common.h — what the two CUDA RMSNorm files share (fused_rmsnorm.cu: rms_norm and its backward;
-// fused_add_rmsnorm.cu: the residual add fused in): the choice of row kernel, and the weight gradient.
+// fused_add_rmsnorm.cu: the residual add fused in): the choice of row kernel, the dx row kernel, and the weight
+// gradient.
 //
 // Row kernels: one row group per row (row_group.h) — a warp for rows of up to kShortRow elements (4 rows per
 // 128-thread block), else a block of up to 256 threads. launch_row_kernel picks the group and the column
@@ -41,6 +42,48 @@ void launch_row_kernel(int64_t R, int64_t C, bool contig, F&& f) {
   } else {
     if (contig) f(std::false_type{}, std::true_type{}, block_blocks, block_threads);
     else f(std::false_type{}, std::false_type{}, block_blocks, block_threads);
+  }
+}
+
+// The dx rows of rms_norm_backward (res == nullptr) and of rms_norm_backward_add (res: grad_residual, any view
+// of x's shape, grad_x itself allowed — hence no restrict on either):
+//   dx_k = r·gw_k − x_k·(r³·mean_j(gw_j·x_j)),  gw = g⊙w,  stored as X(dx_k) or X(T(res_k) + dx_k).
+// grad_x [R, C] (strides ds*), g [R, C] (G: X or bfloat16), x [R, C], w [C], rstd [R].
+template <class X, class G, bool WarpRows, bool Contig, class T = cpu::compute_t<X>>
+__global__ void rms_norm_backward_x_kernel(X* dx, int64_t ds0, int64_t ds1, const X* res, int64_t res0, int64_t res1,
+                                           const G* TG_RESTRICT g, int64_t gs0, int64_t gs1, const X* TG_RESTRICT x,
+                                           int64_t xs0, int64_t xs1, const X* TG_RESTRICT w, int64_t ws,
+                                           const T* TG_RESTRICT rstd, int64_t rs, int64_t R, int64_t C) {
+  __shared__ double scratch[32];
+  const RowGroup<WarpRows> group{};
+  const int64_t od = Contig ? 1 : ds1, ores = Contig ? 1 : res1, og = Contig ? 1 : gs1, ox = Contig ? 1 : xs1;
+  const int64_t ow = Contig ? 1 : ws;
+  for (int64_t base = group.first_row(); base < R; base += group.row_step()) {
+    const int64_t i = base + group.slot();
+    const bool active = i < R;
+    const int64_t row = active ? i : 0;
+    const X* xr = x + row * xs0;
+    const G* gr = g + row * gs0;
+    double dot = 0;  // Σ_j gw_j·x_j
+    if (active)
+      for (int64_t j = group.rank(); j < C; j += group.size())
+        dot += double(T(gr[j * og]) * T(w[j * ow])) * double(T(xr[j * ox]));
+    dot = group.sum(dot, scratch);
+    if (!active) continue;
+    const T r = rstd[i * rs];
+    const double rd = double(r);
+    const T k = T(rd * rd * rd * dot / double(C));  // r³·mean(gw⊙x)
+    X* dr = dx + i * ds0;
+    if (res == nullptr) {
+      for (int64_t j = group.rank(); j < C; j += group.size())
+        dr[j * od] = X(r * (T(gr[j * og]) * T(w[j * ow])) - T(xr[j * ox]) * k);
+    } else {
+      const X* resr = res + i * res0;
+      for (int64_t j = group.rank(); j < C; j += group.size()) {
+        const T d = r * (T(gr[j * og]) * T(w[j * ow])) - T(xr[j * ox]) * k;
+        dr[j * od] = X(T(resr[j * ores]) + d);
+      }
+    }
   }
 }
 
