@@ -24,11 +24,11 @@
 //                      the tile's rows and accumulates dQ += dS·K in registers; dQ = s·that.
 // D > 128, float64 tiles that do not fit the device's shared memory, and decoding (a few query rows
 // over a KV cache) run simple fallback kernels (*_rowwise_kernel): one warp per row, the accumulators
-// in the output rows themselves. Float32 is accumulated in float, as the CPU backend (BLAS sgemm)
+// in the output rows themselves (the forward's in shared memory). Float32 is accumulated in float, as the CPU backend (BLAS sgemm)
 // does. Bfloat16 (storage S ≠ compute T): the blocked kernels load bf16, widen it into their float32
 // shared tiles, compute as for float32 and round each output once; lse and Δ stay float32. The row-per-warp
-// forward reads k, v as bfloat16 and gets float32 copies (Float32Copy) of q and out only; the row-per-warp
-// backward gets float32 copies of every operand. Bf16 with D ∈ {32, 64, 128} and 16-byte aligned rows
+// forward reads and writes bfloat16 itself (its query rows and accumulators in shared memory); the row-per-warp
+// backward gets float32 copies (Float32Copy) of every operand. Bf16 with D ∈ {32, 64, 128} and 16-byte aligned rows
 // runs on tensor cores instead (flash_attention_tc.cu), unless set_attention_impl(Simt). The backward recomputes every score with the forward's operation order (the same products
 // summed in the same order of d), so P = exp(S − lse) is consistent with the lse the forward wrote.
 // causal_attention_prefix (graph decoding): the row-per-warp forward over the first L keys, L read from device
@@ -485,7 +485,7 @@ ATTENTION_UNROLL
   }
 }
 
-// ---- fallback for D > 128: one warp per row, its accumulators in the output row itself ----
+// ---- fallback for D > 128 and decoding: one warp per row ----
 
 // Σ_d a[d]·b[d] with four interleaved partial sums (closer to BLAS's rounding than one running sum); b is
 // read in its storage type U and converted to T (exact for bfloat16 → float: the same bits as a widened copy).
@@ -509,15 +509,17 @@ struct KeyCount {
   DeviceErrorRecord* errors;
 };
 
-// Forward, one query row t per warp: lane ℓ scores key k0 + ℓ, online softmax as above, o_t is
-// rescaled and accumulated in out's row (each element by one lane only). q, out, lse and the arithmetic
-// in T; k, v read in their storage type S (bfloat16 converted on load: only q and out need float32 copies).
+// Forward, one query row t per warp: lane ℓ scores key k0 + ℓ, online softmax as above. The warp's query row
+// (widened to T) and its output accumulators o_t live in dynamic shared memory, [kWarps][D] each: q, k, v and
+// out are read and written in their storage type S (bfloat16 widened on load, out rounded once at the end), so
+// a bf16 decode step is this one kernel — no float32 copy of q, out or the KV cache. The arithmetic is in T
+// and in the same order as with float32 copies, so the bits are those of the widened call.
 // With a key count: L = *count is read when the kernel runs (a replayed CUDA graph sees the current value)
 // and checked, T ≤ L ≤ Tk (else reported as a device error by one thread, and nothing is written); then
 // the kernel runs exactly as on keys narrowed to L: Tk = L, off = L − T.
 template <class T, class S>
 __global__ void __launch_bounds__(kThreads)
-    forward_rowwise_kernel(Heads<T> out, Heads<T> lse, Heads<const T> q, Heads<const S> k, Heads<const S> v,
+    forward_rowwise_kernel(Heads<S> out, Heads<T> lse, Heads<const S> q, Heads<const S> k, Heads<const S> v,
                            Dims n, T scale, KeyCount key_count) {
   if (key_count.count != nullptr) {  // uniform over the grid: every thread returns, or none
     const int64_t L = *key_count.count;
@@ -530,24 +532,28 @@ __global__ void __launch_bounds__(kThreads)
     n.off = static_cast<int>(L) - n.T;
   }
   __shared__ T p_tile[kWarps][32];
+  TG_DYNAMIC_SHARED(T, smem);  // [kWarps][D] query rows, then [kWarps][D] output accumulators
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int b = blockIdx.x / n.H, h = blockIdx.x % n.H, kv = h / n.G;
   const int first_row = (gridDim.y - 1 - blockIdx.y) * kWarps, t = first_row + warp;
   const int key_end = min_of(n.Tk, first_row + kWarps + n.off);
   const bool active = t < n.T;
-  const T* qrow = q.at(b, h) + t * q.st;
+  T* qrow = smem + warp * n.D;
+  T* orow = smem + (kWarps + warp) * n.D;
   const S* kh = k.at(b, kv);
   const S* vh = v.at(b, kv);
-  T* orow = out.at(b, h) + t * out.st;
-  if (active)
-    for (int d = lane; d < n.D; d += 32) orow[d] = T(0);
+  if (active) {
+    const S* q_in = q.at(b, h) + t * q.st;
+    for (int d = lane; d < n.D; d += 32) qrow[d] = static_cast<T>(q_in[d]), orow[d] = T(0);
+  }
+  __syncthreads();  // the whole row is read by every lane below
   T m = negative_infinity<T>(), l = T(0);
   for (int k0 = 0; k0 < key_end; k0 += 32) {
     const int j = k0 + lane;
     T s = negative_infinity<T>();
     if (active && j <= t + n.off) {
       const S* krow = kh + j * k.st;
-      s = scale * dot_product(qrow, krow, n.D);
+      s = scale * dot_product(static_cast<const T*>(qrow), krow, n.D);
     }
     const T tile_max = warp_max(s);
     const T m_new = m > tile_max ? m : tile_max;
@@ -571,7 +577,8 @@ __global__ void __launch_bounds__(kThreads)
   const T sum = warp_sum(l);
   if (active) {
     const T inv = T(1) / sum;
-    for (int d = lane; d < n.D; d += 32) orow[d] *= inv;
+    S* out_row = out.at(b, h) + t * out.st;
+    for (int d = lane; d < n.D; d += 32) out_row[d] = static_cast<S>(orow[d] * inv);
     if (lane == 0) lse.at(b, h)[t * lse.st] = m + log_of(sum);
   }
 }
@@ -773,31 +780,21 @@ class Float32Copy {
   TensorView view_;
 };
 
-// The row-per-warp forward. bfloat16 (S ≠ T): q and out as float32 copies (a few rows while decoding), k and v
-// read as they are — never a float32 copy of a KV cache; out is rounded once at the end. With a key count, out's
-// copy starts as out, so a bad count (nothing written by the kernel) leaves out as it was.
+// The row-per-warp forward: one launch, any storage type (bfloat16 read and written in place, computed in float32).
 template <class T, class S>
-void run_forward_rowwise(CudaBackend& backend, const TensorView& out, const TensorView& lse, const TensorView& q,
-                         const TensorView& k, const TensorView& v, const Dims& n, double scale, KeyCount key_count) {
+void run_forward_rowwise(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                         const TensorView& v, const Dims& n, double scale, KeyCount key_count) {
   const dim3 grid(unsigned(q.shape[0] * n.H), tiles(n.T, kWarps));
-  if constexpr (std::is_same_v<S, T>) {
-    launch(&forward_rowwise_kernel<T, S>, grid, dim3(kThreads), 0, heads_of<T>(out), heads_of<T>(lse),
-           heads_of<const T>(q), heads_of<const S>(k), heads_of<const S>(v), n, static_cast<T>(scale), key_count);
-  } else {
-    static_assert(std::is_same_v<T, float>, "bfloat16 attention computes in float32");
-    const Float32Copy q32(backend, q), out32(backend, out);
-    backend.copy(q32.view(), q);
-    if (key_count.count != nullptr) backend.copy(out32.view(), out);
-    launch(&forward_rowwise_kernel<float, S>, grid, dim3(kThreads), 0, heads_of<float>(out32.view()),
-           heads_of<float>(lse), heads_of<const float>(q32.view()), heads_of<const S>(k), heads_of<const S>(v), n,
-           static_cast<float>(scale), key_count);
-    backend.copy(out, out32.view());
-  }
+  const size_t bytes = size_t(2 * kWarps) * size_t(n.D) * sizeof(T);
+  auto* kernel = &forward_rowwise_kernel<T, S>;
+  allow_shared_bytes(kernel, bytes);
+  launch(kernel, grid, dim3(kThreads), bytes, heads_of<S>(out), heads_of<T>(lse), heads_of<const S>(q),
+         heads_of<const S>(k), heads_of<const S>(v), n, static_cast<T>(scale), key_count);
 }
 
 template <class T, class S>
-void run_forward(CudaBackend& backend, const TensorView& out, const TensorView& lse, const TensorView& q,
-                 const TensorView& k, const TensorView& v, const Dims& n, double scale) {
+void run_forward(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                 const TensorView& v, const Dims& n, double scale) {
   const unsigned heads = unsigned(q.shape[0] * n.H);
   const T s = static_cast<T>(scale);
   bool done = false;
@@ -816,7 +813,7 @@ void run_forward(CudaBackend& backend, const TensorView& out, const TensorView& 
     });
   }
   if (done) return;
-  run_forward_rowwise<T, S>(backend, out, lse, q, k, v, n, scale, KeyCount{nullptr, nullptr});
+  run_forward_rowwise<T, S>(out, lse, q, k, v, n, scale, KeyCount{nullptr, nullptr});
 }
 
 template <class T, class S>
@@ -918,11 +915,11 @@ void CudaBackend::causal_attention(const TensorView& out, const TensorView& lse,
   if (q.dtype == DType::BFloat16 && flash_tc_takes_forward(q, k, v))
     flash_tc_forward(out, lse, q, k, v, scale);
   else if (q.dtype == DType::BFloat16)
-    run_forward<float, bfloat16>(*this, out, lse, q, k, v, n, scale);
+    run_forward<float, bfloat16>(out, lse, q, k, v, n, scale);
   else if (q.dtype == DType::Float32)
-    run_forward<float, float>(*this, out, lse, q, k, v, n, scale);
+    run_forward<float, float>(out, lse, q, k, v, n, scale);
   else
-    run_forward<double, double>(*this, out, lse, q, k, v, n, scale);
+    run_forward<double, double>(out, lse, q, k, v, n, scale);
 }
 
 // Always the row-per-warp forward (decoding: T = 1, or a few rows): one captured launch serves every key count.
@@ -938,11 +935,11 @@ void CudaBackend::causal_attention_prefix(const TensorView& out, const TensorVie
   if (q.shape[0] == 0 || n.H == 0 || n.T == 0) return;  // no rows
   const KeyCount count{static_cast<const int64_t*>(key_count.data), device_error_record()};
   if (q.dtype == DType::BFloat16)
-    run_forward_rowwise<float, bfloat16>(*this, out, lse, q, k, v, n, scale, count);
+    run_forward_rowwise<float, bfloat16>(out, lse, q, k, v, n, scale, count);
   else if (q.dtype == DType::Float32)
-    run_forward_rowwise<float, float>(*this, out, lse, q, k, v, n, scale, count);
+    run_forward_rowwise<float, float>(out, lse, q, k, v, n, scale, count);
   else
-    run_forward_rowwise<double, double>(*this, out, lse, q, k, v, n, scale, count);
+    run_forward_rowwise<double, double>(out, lse, q, k, v, n, scale, count);
 }
 
 void CudaBackend::causal_attention_backward(const TensorView& grad_q, const TensorView& grad_k,

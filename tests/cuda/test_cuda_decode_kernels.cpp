@@ -298,7 +298,7 @@ TEST_CASE("causal_attention_prefix: through the autograd op, strided q as nn/att
   CHECK(elements_differing(got, want) == 0);
 }
 
-TEST_CASE("causal_attention_prefix: the bfloat16 row-per-warp forward reads k, v as they are, with the bits of "
+TEST_CASE("causal_attention_prefix: the bfloat16 row-per-warp forward reads q, k, v as they are, with the bits of "
           "the float32 kernel on widened inputs",
           "[cuda][decode_kernels]") {
   manual_seed(4);
@@ -317,7 +317,8 @@ TEST_CASE("causal_attention_prefix: the bfloat16 row-per-warp forward reads k, v
       CHECK(elements_differing(lse, lse32) == 0);
     }
   }
-  // and no float32 copy of the cache: the scratch of a decode step over 1024 keys is q's and out's copies only
+  // and no float32 copy of anything: a decode step over 1024 keys reads q, k, v and writes out as bfloat16 itself
+  // (one kernel, its row buffers in shared memory), so it allocates no device memory at all
   const DecodeCase c{1, 4, 2, 1, 1024, 64, kBFloat16};
   const DecodeInputs in = decode_inputs(c);
   auto [out, lse] = decode_outputs(c);
@@ -330,7 +331,7 @@ TEST_CASE("causal_attention_prefix: the bfloat16 row-per-warp forward reads k, v
   const size_t scratch = kernels::cuda::memory_stats().peak_allocated_bytes - before;
   const size_t cache_as_float32 = size_t(in.k.numel()) * sizeof(float);
   INFO("scratch " << scratch << " bytes, k as float32 " << cache_as_float32);
-  CHECK(scratch < cache_as_float32 / 8);
+  CHECK(scratch == 0);
 }
 
 TEST_CASE("causal_attention_prefix: a key count outside [T, Tc] is the one clear error, out and lse untouched",
