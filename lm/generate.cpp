@@ -107,7 +107,7 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
       logits = model.forward(ids_as_batch(std::span(all).last(size_t(context - 1)), device), cache, /*last_only=*/true);
       next = next_token(sampler, logits);
     } else if (graph && graph->available()) {
-      next = graph->step(next, sampler);
+      next = graph->step(next, sampler, o.max_tokens - n - 1);  // greedy: up to that many replays per read
     } else {
       const uint32_t id[1] = {next};
       next = next_token(sampler, model.forward(ids_as_batch(id, device), cache));
@@ -115,7 +115,7 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
     ++r.decode_tokens;
   }
   r.decode_seconds = seconds_since(t0);
-  r.graph_steps = graph ? graph->replays() : 0;
+  r.graph_steps = graph ? graph->steps() : 0;
   return r;
 }
 

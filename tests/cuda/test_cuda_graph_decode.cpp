@@ -5,7 +5,8 @@
 //  * lm::generate with cuda_graph on gives the tokens of cuda_graph off (and of the CPU where its arithmetic
 //    is the GPU's), greedy and sampled with a seed, past the context with `sliding` (re-prefills between replays),
 //    with a stop token; every decode step but the re-prefills is a replay;
-//  * a greedy graph step reads the device once (its id and logit), and a NaN logit is still refused.
+//  * greedy graph steps are queued kLookahead at a time and read once (ids and logits), giving the tokens of
+//    one replay per read, bounded by the request and the cache; a NaN logit is still refused.
 #include <limits>
 #include <memory>
 
@@ -139,36 +140,71 @@ TEST_CASE("graph decode: bf16 precision and float64 give eager decoding's tokens
   }
 }
 
-TEST_CASE("graph decode: a greedy step is one replay and one read, and a NaN logit is refused",
+TEST_CASE("graph decode: greedy steps are replayed kLookahead at a time with one read, and a NaN logit is refused",
           "[cuda][decode_graph]") {
   const auto model = seeded_model(kFloat32, gpu());
-  nn::KVCache cache(model->config, 1, 0, gpu());
-  nn::CastCacheGuard cast_cache;
   lm::SamplerOptions greedy;
   greedy.greedy = true;
   lm::Sampler sampler(greedy, 0);
-  {
+  nn::CastCacheGuard cast_cache;
+  const auto prefilled = [&](nn::KVCache& cache) {
     NoGradGuard no_grad;
     model->forward(from_vector(std::vector<int64_t>{1, 2}, {1, 2}).to(gpu()), cache, true);
-  }
-  lm::GraphDecoder decoder(*model, cache, /*greedy=*/true);
-  REQUIRE(decoder.available());
-  uint32_t next = decoder.step(4, sampler);  // captures, replays
-  CHECK(cache.length() == 3);
-  for (int i = 0; i < 3; ++i) {
+  };
+  // The reference: the same chain one replay per read (ahead = 1, the behaviour without lookahead).
+  nn::KVCache cache1(model->config, 1, 0, gpu());
+  prefilled(cache1);
+  lm::GraphDecoder one(*model, cache1, /*greedy=*/true);
+  std::vector<uint32_t> want{one.step(4, sampler)};
+  for (int i = 0; i < 11; ++i) {
     const uint64_t syncs = kernels::cuda::sync_count();
-    next = decoder.step(next, sampler);
+    want.push_back(one.step(want.back(), sampler));
     CHECK(kernels::cuda::sync_count() - syncs == 1);
   }
-  CHECK(decoder.replays() == 4);
-  CHECK(cache.length() == 6);
-  // NaN weights in the classifier: the argmax lands on NaN, and its logit says so.
+  CHECK(one.replays() == 12);
+
+  nn::KVCache cache(model->config, 1, 0, gpu());
+  prefilled(cache);
+  lm::GraphDecoder decoder(*model, cache, /*greedy=*/true);
+  REQUIRE(decoder.available());
+  constexpr int64_t K = lm::GraphDecoder::kLookahead;
+  std::vector<uint32_t> got;
+  uint64_t syncs = kernels::cuda::sync_count();
+  got.push_back(decoder.step(4, sampler, /*ahead=*/12));  // captures, replays K steps, reads them once
+  CHECK(kernels::cuda::sync_count() - syncs == 1);
+  CHECK(decoder.replays() == K);
+  CHECK(cache.length() == 3);  // one token served: the cache counts what the caller has
+  syncs = kernels::cuda::sync_count();
+  for (int64_t i = 1; i < K; ++i) got.push_back(decoder.step(got.back(), sampler, 12 - i));  // from the batch
+  CHECK(kernels::cuda::sync_count() - syncs == 0);
+  CHECK(decoder.replays() == K);
+  got.push_back(decoder.step(got.back(), sampler, 12 - K));  // the next batch: only the 4 tokens still asked for
+  CHECK(decoder.replays() == 12);
+  for (int64_t i = K + 1; i < 12; ++i) got.push_back(decoder.step(got.back(), sampler, 12 - i));
+  CHECK(decoder.replays() == 12);
+  CHECK(decoder.steps() == 12);
+  CHECK(got == want);
+  CHECK(cache.length() == 14);
+  // Another token than the one served (the caller's choice): a new batch from it, at the current position,
+  // bounded by the cache's end (context 16: 2 positions left), not by `ahead`.
+  const uint32_t other = (got.back() + 1) % uint32_t(model->config.vocab_size);
+  const uint32_t t = decoder.step(other, sampler, 100);
+  CHECK(decoder.replays() == 14);
+  CHECK(t == one.step(other, sampler));
+  CHECK(decoder.step(t, sampler, 100) == one.step(t, sampler));  // the batch's second token: no replay
+  CHECK(decoder.replays() == 14);
+  CHECK(cache.length() == cache.capacity());
+  CHECK_THROWS_WITH(decoder.step(t, sampler, 100), Catch::Contains("does not fit"));
+  // NaN weights in the final norm: the argmax lands on NaN, and its logit says so.
+  nn::KVCache cache2(model->config, 1, 0, gpu());
+  prefilled(cache2);
+  lm::GraphDecoder nan_decoder(*model, cache2, /*greedy=*/true);
   {
     NoGradGuard no_grad;
     for (auto& [name, p] : model->named_parameters())
       if (name.find("ln_final") != std::string::npos) p.fill_(std::numeric_limits<double>::quiet_NaN());
   }
-  CHECK_THROWS_WITH(decoder.step(next, sampler), Catch::Contains("NaN"));
+  CHECK_THROWS_WITH(nan_decoder.step(4, sampler, 5), Catch::Contains("NaN"));
 }
 
 TEST_CASE("graph decode: the CPU has no graph decoder", "[cuda][decode_graph]") {
