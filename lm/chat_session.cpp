@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "autograd/tapegrad.h"
 #include "lm/generate.h"
+#include "lm/graph_decoder.h"
 #include "nn/precision.h"
 
 namespace tapegrad::lm {
@@ -118,10 +120,28 @@ ChatReply ChatSession::reply_unguarded(std::vector<uint32_t> current,
   r.prefill_seconds = seconds_since(t0);
   t0 = Clock::now();
 
-  auto feed_one = [&](uint32_t id) {
-    const uint32_t ids[1] = {id};
-    logits = model_.forward(ids_as_batch(ids, device), cache_);
+  // Decode steps as graph replays where the device can capture (a GPU). A graph step also draws the next id
+  // (from the same logits, with the same sampler); when the loop then does not use it (a stop string, the
+  // token limit, a re-prefill, the closing <|end|>) the sampler is put back as it was, so the conversation
+  // is eager decoding's, draw for draw.
+  std::optional<GraphDecoder> graph;
+  if (options_.cuda_graph && device.type == DeviceType::CUDA)
+    graph.emplace(model_, cache_, options_.sampling.is_greedy());
+  int64_t drawn = -1;  // the id the graph step drew after the id it fed (-1: none)
+  Generator::State before_draw;
+  auto feed_one = [&](uint32_t id, int64_t ahead) {
+    if (graph && graph->available()) {
+      before_draw = sampler_.state();
+      drawn = graph->step(id, sampler_, ahead);
+    } else {
+      const uint32_t ids[1] = {id};
+      logits = model_.forward(ids_as_batch(ids, device), cache_);
+    }
     ++r.decode_tokens;
+  };
+  auto undraw = [&] {  // the graph's draw goes unused
+    if (drawn >= 0) sampler_.set_state(before_draw);
+    drawn = -1;
   };
   StopStrings stop(options_.stop);
   Utf8Stream utf8;
@@ -143,7 +163,7 @@ ChatReply ChatSession::reply_unguarded(std::vector<uint32_t> current,
     answer.push_back(next);
     if (!template_.is_special(next)) emit(utf8.push(stop.push(codec_.decode_token(prev, next))));
     prev = next;
-    feed_one(next);
+    feed_one(next, options_.max_tokens - int64_t(answer.size()) + 1);  // the feeds this answer may still need
     if (stop.stopped()) {
       r.stop = ChatStop::StopString;
       break;
@@ -166,14 +186,19 @@ ChatReply ChatSession::reply_unguarded(std::vector<uint32_t> current,
       append(feed, current);
       append(feed, answer);
       if (options_.on_context_shift) options_.on_context_shift(dropped, int64_t(feed.size()));
+      undraw();
       logits = model_.forward(ids_as_batch(feed, device), cache_, /*last_only=*/true);
     }
-    next = next_token(sampler_, logits);
+    next = drawn >= 0 ? uint32_t(drawn) : next_token(sampler_, logits);
+    drawn = -1;
   }
-  feed_one(template_.end_id);  // the answer closed in the cache, as the template renders it
+  undraw();
+  feed_one(template_.end_id, 1);  // the answer closed in the cache, as the template renders it
+  undraw();
   emit(utf8.push(stop.finish()));
   emit(utf8.finish());
   r.decode_seconds = seconds_since(t0);
+  r.graph_steps = graph ? graph->steps() : 0;
 
   append(current, answer);
   current.push_back(template_.end_id);

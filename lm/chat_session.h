@@ -52,6 +52,9 @@ struct ChatOptions {
   std::optional<std::string> system;   // the system message
   // Called when old turns were dropped: how many, and how many ids were prefilled again.
   std::function<void(int64_t dropped_turns, int64_t reprefilled_tokens)> on_context_shift;
+  // On a GPU, decode steps replay one captured CUDA graph (lm/graph_decoder.h; captured once per reply), with
+  // the conversation of eager decoding: the same ids, the same sampler draws.
+  bool cuda_graph = true;
 };
 
 enum class ChatStop { EndToken, StopString, MaxTokens, ContextFull };
@@ -66,6 +69,7 @@ struct ChatReply {
   int64_t dropped_turns = 0;      // old turns dropped during this reply
   double prefill_seconds = 0, decode_seconds = 0;
   int64_t decode_tokens = 0;      // forwards of one id after the prefill (the closing <|end|> included)
+  int64_t graph_steps = 0;        // of those, the ones that were CUDA graph replays
 };
 
 class ChatSession {

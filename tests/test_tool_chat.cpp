@@ -184,7 +184,8 @@ TEST_CASE("tool: chat on a terminal: a prompt, the streamed answer, /quit", "[ch
   CHECK(err.find("/reset, /quit") != std::string::npos);
 }
 
-TEST_CASE("tool: chat refuses a checkpoint without a chat template, and eval, generate and chat a bad --device",
+TEST_CASE("tool: chat refuses a checkpoint without a chat template, a bad --cuda-graph, and eval, generate and chat a "
+          "bad --device",
           "[chat][tool]") {
   ScratchDir dir("tool_chat_plain");
   std::string text;
@@ -212,6 +213,10 @@ TEST_CASE("tool: chat refuses a checkpoint without a chat template, and eval, ge
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("--device tpu") != std::string::npos);
   }
+  // --cuda-graph is on or off, for chat as for generate.
+  r = run_tool({"chat", "--checkpoint", run, "--cuda-graph", "maybe"}, dir.file("chat_graph"));
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--cuda-graph must be on or off, but is 'maybe'") != std::string::npos);
   // On the CPU (the default, or said) eval and generate run as before.
   r = run_tool({"generate", "--checkpoint", run, "--prompt", "the", "--max-tokens", "3", "--device", "cpu"},
                dir.file("generate_cpu"));

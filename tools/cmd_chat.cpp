@@ -17,6 +17,7 @@
 #include "lm/chat_template.h"
 #include "lm/quantized_model.h"
 #include "lm/text_codec.h"
+#include "lm/trainer.h"  // parse_cuda_graph_flag
 #include "optim/checkpoint.h"
 #include "tools/commands.h"
 
@@ -52,6 +53,8 @@ int cmd_chat(Args args) {
       "stop", po::value<std::vector<std::string>>()->composing(),
       "end an answer before this text (may be given several times; besides the end-of-turn token)")(
       "device", po::value<std::string>()->default_value("cpu"), "where the model runs: cpu, cuda or cuda:N")(
+      "cuda-graph", po::value<std::string>()->default_value("on"),
+      "on|off: on a GPU, replay each decode step as one captured CUDA graph (the same conversation)")(
       "threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
   add_sampling_options(opts);
   add_precision_option(opts, "the model");
@@ -69,6 +72,7 @@ int cmd_chat(Args args) {
   TG_CHECK(o.max_tokens >= 1, "--max-tokens must be at least 1, but is {}", o.max_tokens);
   if (vm.count("stop")) o.stop = vm["stop"].as<std::vector<std::string>>();
   if (vm.count("system")) o.system = vm["system"].as<std::string>();
+  o.cuda_graph = lm::parse_cuda_graph_flag(vm["cuda-graph"].as<std::string>());
 
   const std::string path = checkpoint_flag(vm["checkpoint"].as<std::string>());
   lm::InferenceModel loaded = lm::load_inference_model(path);  // a training checkpoint or an int8 model

@@ -7,6 +7,7 @@
 //  * lm::ChatSession (tapegrad chat) on cuda:0 holds the CPU's conversation, its cache on the device.
 #include <limits>
 #include <memory>
+#include <set>
 
 #include "lm/chat_session.h"
 #include "lm/evaluate.h"
@@ -164,4 +165,40 @@ TEST_CASE("chat: a session on cuda:0 holds the CPU's greedy conversation, old tu
     CHECK(on_gpu.cache_length() == int64_t(on_gpu.history().size()));
   }
   CHECK(dropped > 0);  // the context of 32 was outgrown: the re-prefill ran on the device too
+}
+
+TEST_CASE("chat: on cuda:0 graph replays give eager decoding's conversation, sampled draw for draw",
+          "[cuda][generate]") {
+  testing::LetterCodec codec;
+  const auto model = testing::chat_model(32, 5, kFloat32);
+  model->to(gpu());
+  for (const bool greedy : {false, true}) {
+    CAPTURE(greedy);
+    lm::ChatOptions o;
+    o.sampling.greedy = greedy;
+    o.sampling.temperature = 1.5;  // sampled: a flat distribution, so a draw out of step would show
+    o.max_tokens = 5;
+    o.seed = 7;
+    o.stop = {"q"};
+    lm::ChatOptions eager_options = o;
+    eager_options.cuda_graph = false;
+    lm::ChatSession graph(*model, codec, codec.chat, o), eager(*model, codec, codec.chat, eager_options);
+    int64_t dropped = 0, graph_steps = 0;
+    std::set<lm::ChatStop> stops;
+    for (const std::string user : {"abc", "ponm", "aaaa", "b", "cde", "fgh", "ij", "klm"}) {
+      const lm::ChatReply want = eager.reply(user), got = graph.reply(user);
+      CHECK(got.tokens == want.tokens);
+      CHECK(got.text == want.text);
+      CHECK(got.stop == want.stop);
+      CHECK(got.dropped_turns == want.dropped_turns);
+      CHECK(want.graph_steps == 0);
+      CHECK(got.graph_steps == got.decode_tokens);  // every decode step a replay
+      dropped += got.dropped_turns, graph_steps += got.graph_steps;
+      stops.insert(got.stop);
+      CHECK(graph.history() == eager.history());
+    }
+    CHECK(dropped > 0);  // re-prefills between replays
+    CHECK(graph_steps > 0);
+    if (!greedy) CHECK(stops.size() >= 2);  // the turns end in more than one way (token limit, stop string, end)
+  }
 }
