@@ -31,8 +31,7 @@ namespace tapegrad::kernels::cuda {
 namespace {
 
 using rms_norm_detail::launch_row_kernel;
-using rms_norm_detail::rms_norm_backward_x_kernel;
-using rms_norm_detail::launch_weight_grad;
+using rms_norm_detail::launch_rms_norm_backward;
 
 // ---- forward ----
 
@@ -131,31 +130,9 @@ void CudaBackend::rms_norm_backward_add(const TensorView& grad_x, const TensorVi
                                         const TensorView& rstd, const TensorView& grad_residual) {
   const char* op = "rms_norm_backward_add";
   check_rms_norm_backward_add_args(op, grad_x, grad_weight, grad_y, x, weight, rstd, grad_residual);
-  const bool want_x = grad_x.data != nullptr, want_w = grad_weight.data != nullptr;
   dispatch_rms_norm_backward_add(op, x.dtype, grad_y.dtype, [&](auto xt, auto gt) {
-    using X = decltype(xt);
-    using G = decltype(gt);
-    using T = cpu::compute_t<X>;
-    const int64_t R = x.shape[0], C = x.shape[1];
-    const X* xp = static_cast<const X*>(x.data);
-    const G* gp = static_cast<const G*>(grad_y.data);
-    const T* rp = static_cast<const T*>(rstd.data);
-    if (want_x) {
-      const X* resp = static_cast<const X*>(grad_residual.data);
-      const bool contig = x.strides[1] == 1 && grad_y.strides[1] == 1 && weight.strides[0] == 1 &&
-                          grad_x.strides[1] == 1 && (resp == nullptr || grad_residual.strides[1] == 1);
-      const int64_t res0 = resp ? grad_residual.strides[0] : 0, res1 = resp ? grad_residual.strides[1] : 0;
-      launch_row_kernel(R, C, contig, [&](auto warp_rows, auto contiguous, unsigned blocks, int threads) {
-        constexpr bool W = decltype(warp_rows)::value, Ct = decltype(contiguous)::value;
-        launch(rms_norm_backward_x_kernel<X, G, W, Ct>, dim3(blocks), dim3(threads), 0,
-               static_cast<X*>(grad_x.data), grad_x.strides[0], grad_x.strides[1], resp, res0, res1, gp,
-               grad_y.strides[0], grad_y.strides[1], xp, x.strides[0], x.strides[1],
-               static_cast<const X*>(weight.data), weight.strides[0], rp, rstd.strides[0], R, C);
-      });
-    }
-    if (want_w)
-      launch_weight_grad(*this, static_cast<X*>(grad_weight.data), grad_weight.strides[0], gp, grad_y.strides[0],
-                         grad_y.strides[1], xp, x.strides[0], x.strides[1], rp, rstd.strides[0], R, C);
+    launch_rms_norm_backward<decltype(xt), decltype(gt)>(*this, grad_x, grad_weight, grad_y, x, weight, rstd,
+                                                         grad_residual);
   });
 }
 

@@ -26,8 +26,7 @@ namespace tapegrad::kernels::cuda {
 namespace {
 
 using rms_norm_detail::launch_row_kernel;
-using rms_norm_detail::launch_weight_grad;
-using rms_norm_detail::rms_norm_backward_x_kernel;
+using rms_norm_detail::launch_rms_norm_backward;
 
 // ---- forward ----
 
@@ -97,28 +96,9 @@ void CudaBackend::rms_norm_backward(const TensorView& grad_x, const TensorView& 
                                     const TensorView& x, const TensorView& weight, const TensorView& rstd) {
   const char* op = "rms_norm backward";
   check_rms_norm_backward_args(op, grad_x, grad_weight, grad_y, x, weight, checked_rstd(op, rstd, x));
-  const bool want_x = grad_x.data != nullptr, want_w = grad_weight.data != nullptr;
   cpu::dispatch_floating_storage(x.dtype, op, [&](auto tag) {
     using S = decltype(tag);
-    using T = cpu::compute_t<S>;
-    const int64_t R = x.shape[0], C = x.shape[1];
-    const S* xp = static_cast<const S*>(x.data);
-    const S* gp = static_cast<const S*>(grad_y.data);
-    const T* rp = static_cast<const T*>(rstd.data);
-    if (want_x) {
-      const bool contig = x.strides[1] == 1 && grad_y.strides[1] == 1 && weight.strides[0] == 1 &&
-                          grad_x.strides[1] == 1;
-      launch_row_kernel(R, C, contig, [&](auto warp_rows, auto contiguous, unsigned blocks, int threads) {
-        constexpr bool W = decltype(warp_rows)::value, Ct = decltype(contiguous)::value;
-        launch(rms_norm_backward_x_kernel<S, S, W, Ct>, dim3(blocks), dim3(threads), 0, static_cast<S*>(grad_x.data),
-               grad_x.strides[0], grad_x.strides[1], static_cast<const S*>(nullptr), int64_t{0}, int64_t{0}, gp,
-               grad_y.strides[0], grad_y.strides[1], xp, x.strides[0], x.strides[1],
-               static_cast<const S*>(weight.data), weight.strides[0], rp, rstd.strides[0], R, C);
-      });
-    }
-    if (want_w)
-      launch_weight_grad(*this, static_cast<S*>(grad_weight.data), grad_weight.strides[0], gp, grad_y.strides[0],
-                         grad_y.strides[1], xp, x.strides[0], x.strides[1], rp, rstd.strides[0], R, C);
+    launch_rms_norm_backward<S, S>(*this, grad_x, grad_weight, grad_y, x, weight, rstd, TensorView{});
   });
 }
 

@@ -1,6 +1,6 @@
 // rms_norm_common.h — what the two CUDA RMSNorm files share (fused_rmsnorm.cu: rms_norm and its backward;
-// fused_add_rmsnorm.cu: the residual add fused in): the choice of row kernel, the dx row kernel, and the weight
-// gradient.
+// fused_add_rmsnorm.cu: the residual add fused in): the choice of row kernel, the dx row kernel, the weight
+// gradient, and the launch of a whole backward (launch_rms_norm_backward).
 //
 // Row kernels: one row group per row (row_group.h) — a warp for rows of up to kShortRow elements (4 rows per
 // 128-thread block), else a block of up to 256 threads. launch_row_kernel picks the group and the column
@@ -149,6 +149,36 @@ void launch_weight_grad(Backend& backend, S* dw, int64_t dws, const G* g, int64_
   if (chunks > 1)
     launch(rms_norm_sum_chunks_kernel<S>, dim3(blocks_for(C, threads)), dim3(threads), 0, dw, dws,
            static_cast<const double*>(partial.as<double>()), chunks, C);
+}
+
+// Queues an RMSNorm backward for views checked by the caller: grad_x when present (its data != nullptr), plus
+// grad_residual when that is present (rms_norm_backward_add; may be grad_x itself), and grad_weight when present.
+// X stores x, weight and the outputs, G stores grad_y. No host sync.
+template <class X, class G>
+void launch_rms_norm_backward(Backend& backend, const TensorView& grad_x, const TensorView& grad_weight,
+                              const TensorView& grad_y, const TensorView& x, const TensorView& weight,
+                              const TensorView& rstd, const TensorView& grad_residual) {
+  using T = cpu::compute_t<X>;
+  const int64_t R = x.shape[0], C = x.shape[1];
+  const X* xp = static_cast<const X*>(x.data);
+  const G* gp = static_cast<const G*>(grad_y.data);
+  const T* rp = static_cast<const T*>(rstd.data);
+  if (grad_x.data != nullptr) {
+    const X* resp = static_cast<const X*>(grad_residual.data);
+    const bool contig = x.strides[1] == 1 && grad_y.strides[1] == 1 && weight.strides[0] == 1 &&
+                        grad_x.strides[1] == 1 && (resp == nullptr || grad_residual.strides[1] == 1);
+    const int64_t res0 = resp ? grad_residual.strides[0] : 0, res1 = resp ? grad_residual.strides[1] : 0;
+    launch_row_kernel(R, C, contig, [&](auto warp_rows, auto contiguous, unsigned blocks, int threads) {
+      constexpr bool W = decltype(warp_rows)::value, Ct = decltype(contiguous)::value;
+      launch(rms_norm_backward_x_kernel<X, G, W, Ct>, dim3(blocks), dim3(threads), 0, static_cast<X*>(grad_x.data),
+             grad_x.strides[0], grad_x.strides[1], resp, res0, res1, gp, grad_y.strides[0], grad_y.strides[1], xp,
+             x.strides[0], x.strides[1], static_cast<const X*>(weight.data), weight.strides[0], rp, rstd.strides[0],
+             R, C);
+    });
+  }
+  if (grad_weight.data != nullptr)
+    launch_weight_grad(backend, static_cast<X*>(grad_weight.data), grad_weight.strides[0], gp, grad_y.strides[0],
+                       grad_y.strides[1], xp, x.strides[0], x.strides[1], rp, rstd.strides[0], R, C);
 }
 
 }  // namespace tapegrad::kernels::cuda::rms_norm_detail
