@@ -13,6 +13,7 @@
 
 #include "autograd/generator.h"
 #include "autograd/tensor.h"
+#include "kernels/token_sampling.h"
 
 namespace tapegrad {
 
@@ -210,6 +211,19 @@ void adamw_update_many_from_device_(const std::vector<std::array<Tensor, 4>>& te
 // where the backend has kernels for it (the GPU): returns n = √(Σ g²) (0-d float64, g² summed in float64) after
 // g ← g·(max_norm/(n + 1e-6)) when max_norm < n < ∞; an undefined tensor (nothing done) where it has none.
 Tensor clip_grad_norm_many_(const std::vector<Tensor>& grads, double max_norm);
+
+// ---- drawing a token on the device (autograd/ops/sample_token.cpp) ----
+using kernels::TokenSampling;
+// The next token drawn from one row of logits [V] (float32 / bfloat16 / float64) on their device, with
+// lm::Sampler's rules (lm/sampler.h) and the draw's uniform u ∈ [0, 1) read from `uniform` (float64, 1 element, on
+// that device; undefined when greedy): returns float64 [2] = {id, status} and writes the id into `token` (int64,
+// 1 element) when it is defined. status is the row's max logit; a NaN or +inf logit gives {its lowest index, its
+// value}, an all −inf row {0, −inf} (the reader checks status: nothing is thrown on the device). Nothing is read
+// back, so a decode step can be captured with it. The id is lm::Sampler's given the same u, unless u·Σw falls
+// within rounding (~1e-15 relative) of a boundary between two tokens. Not differentiable. Throws where the
+// device has no such kernel (the CPU: sample with lm::Sampler there) and for bad arguments.
+Tensor sample_token(const Tensor& logits, const Tensor& uniform, const TokenSampling& sampling,
+                    const Tensor& token = Tensor());
 
 // ---- threads ----
 void set_num_threads(int n);

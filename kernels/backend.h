@@ -17,6 +17,7 @@
 #include "kernels/device_graph.h"
 #include "kernels/dtype.h"
 #include "kernels/shape.h"
+#include "kernels/token_sampling.h"
 
 namespace tapegrad::kernels {
 
@@ -267,6 +268,20 @@ class Backend {
   // false: nothing was done, and optim::clip_grad_norm_tensor composes it from the functions above.
   virtual bool clip_grad_norm_native(const TensorView& norm, const std::vector<TensorView>& grads, double max_norm) {
     (void)norm, (void)grads, (void)max_norm;
+    return false;
+  }
+  // The next token drawn from one row of logits on this device, with lm::Sampler's rules (lm/sampler.h: the same
+  // kept tokens, the same draw order, the same inverse CDF), so that a decode step never sends the [V] row to
+  // the host: logits [V] contiguous float32 / bfloat16 / float64; uniform: float64 [1] on this device, the
+  // draw's u ∈ [0, 1) (ignored when greedy); writes token (int64 [1]; skipped when its data is null) and
+  // result (float64 [2] = {id, status}): status is the row's max logit when it is finite; a NaN or +inf logit
+  // gives {its lowest index, its value}, an all −inf row {0, −inf}: nothing is thrown on the device, the reader
+  // of `result` reports it. Probabilities are float64 as on the host, but summed in another order: the id is
+  // the host's unless u·Σw lies within rounding (~1e-15 relative) of a boundary between two tokens. Nothing
+  // is read back (capturable). false: nothing was done (the CPU: its logits are already where lm::Sampler is).
+  virtual bool sample_token(const TensorView& token, const TensorView& result, const TensorView& logits,
+                            const TensorView& uniform, const TokenSampling& sampling) {
+    (void)token, (void)result, (void)logits, (void)uniform, (void)sampling;
     return false;
   }
   // adamw_update_many with the step's scalars read from device memory when the kernel runs, not when it is

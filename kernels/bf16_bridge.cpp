@@ -382,6 +382,10 @@ class Bf16Bridge final : public Backend {
   bool clip_grad_norm_native(const TensorView& norm, const std::vector<TensorView>& grads, double max_norm) override {
     return b_.clip_grad_norm_native(norm, grads, max_norm);  // float32 / float64 gradients only
   }
+  bool sample_token(const TensorView& token, const TensorView& result, const TensorView& logits,
+                    const TensorView& uniform, const TokenSampling& sampling) override {
+    return b_.sample_token(token, result, logits, uniform, sampling);  // reads bfloat16 logits itself
+  }
   bool begin_capture() override { return b_.begin_capture(); }
   std::unique_ptr<DeviceGraph> end_capture() override { return b_.end_capture(); }
 

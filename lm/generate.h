@@ -13,10 +13,11 @@
 // made there and the ids are copied there. Picking a token (next_token below): greedy is an argmax
 // on the model's device, of which one id is read back; temperature / top-k / top-p read the last
 // logits row [V] back and draw on the host with lm::Sampler, so that the same seed gives the same
-// text on every device (a device-side draw would need its own generator and sort, and the row is a
-// few hundred KB at most: nothing beside the forward pass of a decode step). On a GPU each decode
-// step after the prefill is one CUDA graph replay (lm/graph_decoder.h; cuda_graph = false: eager
-// launches), the greedy argmax inside it: the same tokens as eager decoding.
+// text on every device. On a GPU each decode step after the prefill is one CUDA graph replay
+// (lm/graph_decoder.h; cuda_graph = false: eager launches) that also picks the next token on the
+// device (autograd sample_token: lm::Sampler's rules with the uniform the host Sampler drew), so
+// only ids come back, 8 at a time: greedy gives eager decoding's tokens, sampling too unless a
+// uniform lands within rounding (~1e-15) of a boundary between two tokens.
 //
 // Context: the prompt plus every generated token but the last must fit the model's context_length.
 // Without `sliding` a request that cannot fit is refused before anything runs; with it, when the

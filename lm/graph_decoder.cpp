@@ -19,30 +19,25 @@ GraphDecoder::GraphDecoder(const nn::TransformerLM& model, nn::KVCache& cache, b
   token_ = zeros({1, 1}, ints);
   position_ = zeros({1}, ints);
   one_ = ones({1}, ints);
-  if (greedy) {
-    ring_ = zeros({kLookahead, 2}, Options(kFloat64).device(device));
-    slot_ = zeros({1}, ints);
-  }
+  ring_ = zeros({kLookahead, 2}, Options(kFloat64).device(device));
+  slot_ = zeros({1}, ints);
+  if (!greedy) uniforms_ = zeros({kLookahead}, Options(kFloat64).device(device));
 }
 
 GraphDecoder::~GraphDecoder() = default;
 
-void GraphDecoder::capture() {
+void GraphDecoder::capture(const SamplerOptions& options) {
   kernels::Backend& backend = kernels::backend(model_.device());
   const int64_t V = model_.config.vocab_size;
+  const TokenSampling sampling{options.temperature, options.top_k, options.top_p, options.greedy};
   try {
     graph_ = kernels::capture_device_work(backend, [&] {
       NoGradGuard no_grad;
       const Tensor row = model_.forward_decode(token_, cache_, position_).reshape({V});  // [V]
-      if (greedy_) {
-        const Tensor best = argmax(row, 0, /*keepdim=*/true);  // [1] int64, the lowest id among equal logits
-        token_.view({1}).copy_(best);
-        const Tensor pair = cat({best.to(kFloat64), index_select(row, 0, best).to(kFloat64)}, 0);  // {id, logit}
-        index_copy_(ring_, 0, slot_, pair.view({1, 2}));  // ring row `slot`, then the next row
-        slot_.add_(one_);
-      } else {
-        readback_ = row;
-      }
+      const Tensor u = greedy_ ? Tensor() : index_select(uniforms_, 0, slot_);           // this replay's uniform
+      const Tensor pair = sample_token(row, u, sampling, token_.view({1}));              // {id, status}; token = id
+      index_copy_(ring_, 0, slot_, pair.view({1, 2}));  // ring row `slot`, then the next row
+      slot_.add_(one_);
       position_.add_(one_);
     });
   } catch (const Error& e) {
@@ -51,6 +46,12 @@ void GraphDecoder::capture() {
                             model_.device().str(), e.what()));
   }
   TG_CHECK(graph_ != nullptr, "generate: the backend of {} cannot capture CUDA graphs", model_.device().str());
+  captured_ = options;
+}
+
+bool GraphDecoder::continues_batch(uint32_t id, const Sampler& sampler) const {
+  return batch_served_ < batch_.size() / 2 && cache_.length() == batch_position_ && int64_t(id) == batch_input_ &&
+         (greedy_ || sampler.state() == batch_states_[batch_served_]);
 }
 
 uint32_t GraphDecoder::step(uint32_t id, Sampler& sampler, int64_t ahead) {
@@ -59,42 +60,49 @@ uint32_t GraphDecoder::step(uint32_t id, Sampler& sampler, int64_t ahead) {
            cache_.length(), cache_.capacity());
   TG_CHECK(int64_t(id) < model_.config.vocab_size, "generate: token {} is outside the model's vocabulary of {}", id,
            model_.config.vocab_size);
-  // The next token of the greedy batch in hand, if this call continues its chain.
-  if (greedy_ && batch_served_ < batch_.size() / 2 && cache_.length() == batch_position_ && int64_t(id) == batch_input_)
-    return serve_greedy();
+  const SamplerOptions& o = sampler.options();
+  TG_CHECK(o.is_greedy() == greedy_, "GraphDecoder: built for {} decoding, but the sampler is {}",
+           greedy_ ? "greedy" : "sampled", o.is_greedy() ? "greedy" : "sampled");
+  TG_CHECK(!graph_ || (o.temperature == captured_.temperature && o.top_k == captured_.top_k &&
+                       o.top_p == captured_.top_p && o.greedy == captured_.greedy),
+           "GraphDecoder: the sampler's options changed after the step was captured (temperature {}, top_k {}, "
+           "top_p {}; captured {}, {}, {})",
+           o.temperature, o.top_k, o.top_p, captured_.temperature, captured_.top_k, captured_.top_p);
+  if (continues_batch(id, sampler)) return serve(sampler);
   // Stream-ordered fills (no copy from the host) where the device does not already hold the value.
   if (device_token_ != int64_t(id)) token_.fill_(double(id));
   if (device_position_ != cache_.length()) position_.fill_(double(cache_.length()));
-  if (!graph_) capture();  // records, runs nothing: the replays below do the steps
-  if (greedy_) {
-    const int64_t n = std::min({kLookahead, std::max<int64_t>(ahead, 1), cache_.capacity() - cache_.length()});
-    slot_.fill_(0.0);
-    for (int64_t i = 0; i < n; ++i) graph_->replay();
-    replays_ += n;
-    batch_ = ring_.narrow(0, 0, n).to_vector<double>();  // the batch's one synchronisation
-    batch_served_ = 0;
-    batch_position_ = cache_.length();
-    batch_input_ = int64_t(id);
-    device_position_ = cache_.length() + n;              // the graph's position += 1, n times
-    device_token_ = static_cast<int64_t>(batch_[size_t(2 * n - 2)]);  // the last argmax, in token_
-    return serve_greedy();
+  if (!graph_) capture(o);  // records, runs nothing: the replays below do the steps
+  const int64_t n = std::min({kLookahead, std::max<int64_t>(ahead, 1), cache_.capacity() - cache_.length()});
+  if (!greedy_) {  // the batch's uniforms, drawn by the host Sampler in order; its state is set back as tokens are served
+    std::vector<double> u(static_cast<size_t>(n));
+    batch_states_.assign(1, sampler.state());
+    for (double& x : u) {
+      x = sampler.next_uniform();
+      batch_states_.push_back(sampler.state());
+    }
+    sampler.set_state(batch_states_.front());
+    uniforms_.narrow(0, 0, n).copy_(tensor(u, Options(kFloat64).device(model_.device())));
   }
-  graph_->replay();
-  ++replays_;
-  ++steps_;
-  cache_.advance(1);
-  device_position_ = cache_.length();
-  device_token_ = int64_t(id);
-  return readback_.dtype() == kFloat64 ? sampler.sample(std::span<const double>(readback_.to_vector<double>()))
-                                       : sampler.sample(std::span<const float>(readback_.to_vector<float>()));
+  slot_.fill_(0.0);
+  for (int64_t i = 0; i < n; ++i) graph_->replay();
+  replays_ += n;
+  batch_ = ring_.narrow(0, 0, n).to_vector<double>();  // the batch's one synchronisation
+  batch_served_ = 0;
+  batch_position_ = cache_.length();
+  batch_input_ = int64_t(id);
+  device_position_ = cache_.length() + n;                           // the graph's position += 1, n times
+  device_token_ = static_cast<int64_t>(batch_[size_t(2 * n - 2)]);  // the last id, in token_
+  return serve(sampler);
 }
 
-uint32_t GraphDecoder::serve_greedy() {
-  const double id = batch_[2 * batch_served_], logit = batch_[2 * batch_served_ + 1];
+uint32_t GraphDecoder::serve(Sampler& sampler) {
+  const double id = batch_[2 * batch_served_], status = batch_[2 * batch_served_ + 1];
   const auto next = static_cast<int64_t>(id);
-  TG_CHECK(logit > -std::numeric_limits<double>::infinity() && logit < std::numeric_limits<double>::infinity(),
-           "Sampler: the logit of token {} is {} (NaN or +inf, or every logit is -inf)", next, logit);
+  TG_CHECK(status > -std::numeric_limits<double>::infinity() && status < std::numeric_limits<double>::infinity(),
+           "Sampler: the logit of token {} is {} (NaN or +inf, or every logit is -inf)", next, status);
   ++batch_served_;
+  if (!greedy_) sampler.set_state(batch_states_[batch_served_]);  // as if the host had drawn this token
   ++steps_;
   cache_.advance(1);
   batch_position_ = cache_.length();

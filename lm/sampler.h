@@ -52,6 +52,11 @@ class Sampler {
   std::vector<std::pair<uint32_t, double>> distribution(std::span<const double> logits) const;
   std::vector<std::pair<uint32_t, double>> distribution(std::span<const float> logits) const;
 
+  // The uniform the next non-greedy sample() would draw with, consumed: a device that draws the token itself
+  // (lm::GraphDecoder, autograd sample_token) takes it from here, so the sampler's state moves on as if it had
+  // drawn (one uniform per sampled token either way).
+  double next_uniform() { return generator_.uniform(); }
+
   const SamplerOptions& options() const { return options_; }
   Generator::State state() const { return generator_.state(); }
   void set_state(const Generator::State& state) { generator_.set_state(state); }

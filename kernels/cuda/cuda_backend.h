@@ -122,6 +122,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceGraph> end_capture() override;
   // kernels/cuda/clip_grad_norm.cu: float32 / float64 gradients in three launches.
   bool clip_grad_norm_native(const TensorView& norm, const std::vector<TensorView>& grads, double max_norm) override;
+  // kernels/cuda/sample_token.cu: one block, one launch; lm::Sampler's rules on the device.
+  bool sample_token(const TensorView& token, const TensorView& result, const TensorView& logits,
+                    const TensorView& uniform, const TokenSampling& sampling) override;
 
  private:
   int index_;

@@ -6,7 +6,9 @@
 //    is the GPU's), greedy and sampled with a seed, past the context with `sliding` (re-prefills between replays),
 //    with a stop token; every decode step but the re-prefills is a replay;
 //  * greedy graph steps are queued kLookahead at a time and read once (ids and logits), giving the tokens of
-//    one replay per read, bounded by the request and the cache; a NaN logit is still refused.
+//    one replay per read, bounded by the request and the cache; a NaN logit is still refused;
+//  * sampled graph steps draw on the device with uniforms the host Sampler drew: eager decoding's tokens, one read
+//    per kLookahead tokens, the Sampler's state after each token that of the host drawing it.
 #include <limits>
 #include <memory>
 
@@ -98,7 +100,7 @@ TEST_CASE("graph decode: generate replays every decode step and gives eager deco
     CHECK(g.graph_steps > 0);
     CHECK(g.graph_steps < g.decode_tokens);  // the re-prefills are eager
   }
-  SECTION("sampled with a seed: the host draws from the replayed logits, the CPU's tokens") {
+  SECTION("sampled with a seed: drawn on the device with the host's uniforms, the CPU's tokens") {
     o.sampling.greedy = false;
     o.sampling.temperature = 1.5;
     o.sampling.top_k = 20;
@@ -205,6 +207,71 @@ TEST_CASE("graph decode: greedy steps are replayed kLookahead at a time with one
       if (name.find("ln_final") != std::string::npos) p.fill_(std::numeric_limits<double>::quiet_NaN());
   }
   CHECK_THROWS_WITH(nan_decoder.step(4, sampler, 5), Catch::Contains("NaN"));
+}
+
+TEST_CASE("graph decode: sampled steps are drawn on the device kLookahead at a time, the sampler's stream kept",
+          "[cuda][decode_graph]") {
+  const auto model = seeded_model(kFloat32, gpu());
+  lm::SamplerOptions o;
+  o.temperature = 1.4;
+  o.top_k = 30;
+  o.top_p = 0.95;
+  nn::CastCacheGuard cast_cache;
+  const auto prefilled = [&](nn::KVCache& cache) {
+    NoGradGuard no_grad;
+    model->forward(from_vector(std::vector<int64_t>{1, 2}, {1, 2}).to(gpu()), cache, true);
+  };
+  // The reference: eager steps on the device, the host Sampler drawing from each row of logits.
+  nn::KVCache eager_cache(model->config, 1, 0, gpu());
+  prefilled(eager_cache);
+  lm::Sampler eager_sampler(o, 21);
+  std::vector<uint32_t> want;
+  std::vector<Generator::State> want_states;
+  uint32_t id = 4;
+  for (int i = 0; i < 12; ++i) {
+    NoGradGuard no_grad;
+    const std::vector<float> row =
+        model->forward(from_vector(std::vector<int64_t>{id}, {1, 1}).to(gpu()), eager_cache).to_vector<float>();
+    want.push_back(id = eager_sampler.sample(std::span<const float>(row)));
+    want_states.push_back(eager_sampler.state());
+  }
+
+  nn::KVCache cache(model->config, 1, 0, gpu());
+  prefilled(cache);
+  lm::Sampler sampler(o, 21);
+  lm::GraphDecoder decoder(*model, cache, /*greedy=*/false);
+  REQUIRE(decoder.available());
+  constexpr int64_t K = lm::GraphDecoder::kLookahead;
+  std::vector<uint32_t> got;
+  uint64_t syncs = kernels::cuda::sync_count();
+  got.push_back(decoder.step(4, sampler, /*ahead=*/12));  // K uniforms drawn, K replays, one read
+  CHECK(kernels::cuda::sync_count() - syncs == 1);
+  CHECK(decoder.replays() == K);
+  CHECK(sampler.state() == want_states[0]);  // as if the host had drawn one token
+  syncs = kernels::cuda::sync_count();
+  for (int64_t i = 1; i < K; ++i) {
+    got.push_back(decoder.step(got.back(), sampler, 12 - i));
+    CHECK(sampler.state() == want_states[size_t(i)]);
+  }
+  CHECK(kernels::cuda::sync_count() - syncs == 0);
+  for (int64_t i = K; i < 12; ++i) got.push_back(decoder.step(got.back(), sampler, 12 - i));
+  CHECK(decoder.replays() == 12);
+  CHECK(got == want);
+  CHECK(sampler.state() == want_states.back());
+  // The captured options stay: another sampler's options are refused, not silently ignored.
+  lm::SamplerOptions other = o;
+  other.top_k = 5;
+  lm::Sampler other_sampler(other, 1);
+  CHECK_THROWS_WITH(decoder.step(1, other_sampler, 1), Catch::Contains("options changed"));
+  // A sampler moved on by the caller (e.g. chat putting back an unused draw) does not continue the batch: the
+  // next step draws from the sampler's state as it is now. (Context 16: 2 positions left.)
+  const uint32_t first = decoder.step(got.back(), sampler, 3);  // a batch of 2, bounded by the cache
+  const Generator::State after_first = sampler.state();
+  CHECK(decoder.replays() == 14);
+  sampler.set_state(want_states.back());  // the draw of `first` taken back
+  decoder.step(first, sampler, 1);        // not served from the batch: a new one at the next position
+  CHECK(decoder.replays() == 15);
+  CHECK(sampler.state() == after_first);  // the same uniform drawn again
 }
 
 TEST_CASE("graph decode: the CPU has no graph decoder", "[cuda][decode_graph]") {
