@@ -86,12 +86,24 @@ Tensor CausalSelfAttention::attend(const Tensor& x, const Tensor& positions, boo
 CausalSelfAttention::QKV CausalSelfAttention::project_for_cache(const Tensor& x, const Tensor& positions,
                                                                  DType dtype) const {
   const int64_t B = x.size(0), T = x.size(1), H = n_heads, Hkv = n_kv_heads, D = head_dim;
-  Tensor q = q_proj->forward(x).view({B, T, H, D}).transpose(1, 2);    // [B, H, T, D]
-  Tensor k = k_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);  // [B, Hkv, T, D]
-  Tensor v = v_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);
-  if (rope) {
-    q = rope->forward(q, positions);
-    k = rope->forward(k, positions);
+  Tensor q, k, v;
+  // Generating under bf16 precision: q, k, v in one matmul [B, T, (H + 2·Hkv)·D] (StackedWeightCast), and q, k
+  // rotated in one call over their H + Hkv adjacent heads — the same values as the calls per projection.
+  const Tensor qkv = stacked_linear_forward(x, {q_proj.get(), k_proj.get(), v_proj.get()}, qkv_cast_);
+  if (qkv.defined()) {
+    Tensor qk = qkv.narrow(2, 0, (H + Hkv) * D).view({B, T, H + Hkv, D}).transpose(1, 2);  // [B, H + Hkv, T, D]
+    if (rope) qk = rope->forward(qk, positions);
+    q = qk.narrow(1, 0, H);
+    k = qk.narrow(1, H, Hkv);
+    v = qkv.narrow(2, (H + Hkv) * D, Hkv * D).view({B, T, Hkv, D}).transpose(1, 2);
+  } else {
+    q = q_proj->forward(x).view({B, T, H, D}).transpose(1, 2);    // [B, H, T, D]
+    k = k_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);  // [B, Hkv, T, D]
+    v = v_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);
+    if (rope) {
+      q = rope->forward(q, positions);
+      k = rope->forward(k, positions);
+    }
   }
   // The cache's dtype decides the attention's (a bf16 cache under bf16 precision: nn/kv_cache.h).
   if (q.dtype() != dtype) q = q.to(dtype);

@@ -61,6 +61,7 @@ class CausalSelfAttention : public Module {
     Tensor q, k, v;
   };
   QKV project_for_cache(const Tensor& x, const Tensor& positions, DType dtype) const;
+  StackedWeightCast qkv_cast_;  // [Wq; Wk; Wv] in bf16 while generating under bf16 precision (one matmul)
 };
 
 }  // namespace tapegrad::nn

@@ -31,6 +31,17 @@ Tensor Linear::forward(const Tensor& x) const {
   return bias.defined() ? y + bias_cast_(bias, Stage::Matmul) : y;
 }
 
+Tensor stacked_linear_forward(const Tensor& x, const std::vector<const Linear*>& layers, const StackedWeightCast& cast) {
+  std::vector<Tensor> weights;
+  for (const Linear* l : layers) {
+    if (l->int8_weight || l->bias.defined() || l->in_features != x.size(-1)) return Tensor();
+    weights.push_back(l->weight);
+  }
+  const Tensor stacked = cast(weights, Stage::Matmul);  // [Σ out, in] in the Matmul stage's dtype
+  if (!stacked.defined()) return Tensor();
+  return matmul(autocast(x, Stage::Matmul), stacked.t());  // [..., in] @ [in, Σ out]
+}
+
 void Linear::quantize_int8(int64_t group) {
   TG_CHECK(weight.defined(), "Linear::quantize_int8: the weight is already int8");
   const Tensor w = weight.detach().to(kCPU).to(kFloat32).contiguous();

@@ -6,6 +6,7 @@
 // runs int8_linear, without a tape); set_int8_weight installs one that was loaded from a file.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "kernels/int8.h"
 #include "nn/module.h"
@@ -32,5 +33,11 @@ class Linear : public Module {
  private:
   WeightCast weight_cast_, bias_cast_;  // their bf16 copies while a CastCacheGuard is alive (nn/precision.h)
 };
+
+// x [..., in] through several Linear layers that read it (attention's q, k, v; SwiGLU's w1, w3) in one matmul:
+// [..., Σ out_i], the layers' outputs side by side — where StackedWeightCast applies (generation under bf16
+// precision: the stacked bf16 copy stands in for each layer's) and every layer is a float Linear without bias.
+// Undefined otherwise: the caller runs each layer. Each output column is the dot product its layer computes.
+Tensor stacked_linear_forward(const Tensor& x, const std::vector<const Linear*>& layers, const StackedWeightCast& cast);
 
 }  // namespace tapegrad::nn

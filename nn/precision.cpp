@@ -55,21 +55,58 @@ Tensor autocast(const Tensor& x, Stage stage) {
   return want == kFloat32 ? x : x.to(want);
 }
 
+bool CopiedFrom::matches(const Tensor& w) const {
+  const std::shared_ptr<Storage>& st = w.storage();
+  return storage_.lock() == st && version_ == st->version() && offset_ == w.offset() && shape_ == w.shape() &&
+         strides_ == w.strides();
+}
+
+void CopiedFrom::set(const Tensor& w) {
+  storage_ = w.storage(), version_ = w.storage()->version(), offset_ = w.offset(), shape_ = w.shape();
+  strides_ = w.strides();
+}
+
+namespace {
+
+// Whether a converted copy of w may be kept now (see WeightCast).
+bool may_keep_copy(const Tensor& w) {
+  return g_cast_cache_guards > 0 && !(GradMode::enabled() && w.defined() && w.requires_grad());
+}
+
+}  // namespace
+
 Tensor WeightCast::operator()(const Tensor& w, Stage stage) const {
-  const bool cache = g_cast_cache_guards > 0 && !(GradMode::enabled() && w.defined() && w.requires_grad());
-  if (!cache) cast_ = Tensor(), source_.reset();
+  const bool cache = may_keep_copy(w);
+  if (!cache) cast_ = Tensor(), source_ = CopiedFrom();
   if (!w.defined() || w.dtype() != kFloat32) return w;
   const DType want = stage_dtype(stage);
   if (want == kFloat32) return w;
   if (!cache) return w.to(want);
-  const std::shared_ptr<Storage>& st = w.storage();
-  if (cast_.defined() && cast_.dtype() == want && source_.lock() == st && version_ == st->version() &&
-      offset_ == w.offset() && shape_ == w.shape() && strides_ == w.strides())
-    return cast_;
+  if (cast_.defined() && cast_.dtype() == want && source_.matches(w)) return cast_;
   NoGradGuard no_grad;
   cast_ = w.to(want);
-  source_ = st, version_ = st->version(), offset_ = w.offset(), shape_ = w.shape(), strides_ = w.strides();
+  source_.set(w);
   return cast_;
+}
+
+Tensor StackedWeightCast::operator()(const std::vector<Tensor>& weights, Stage stage) const {
+  const DType want = stage_dtype(stage);
+  bool applies = want != kFloat32 && !weights.empty();
+  for (const Tensor& w : weights)
+    applies = applies && w.defined() && w.dtype() == kFloat32 && may_keep_copy(w) && w.dim() == 2 &&
+              w.size(1) == weights.front().size(1) && w.device() == weights.front().device();
+  if (!applies) {
+    stacked_ = Tensor(), sources_.clear();
+    return Tensor();
+  }
+  bool same = stacked_.defined() && stacked_.dtype() == want && sources_.size() == weights.size();
+  for (size_t i = 0; same && i < weights.size(); ++i) same = sources_[i].matches(weights[i]);
+  if (same) return stacked_;
+  NoGradGuard no_grad;
+  stacked_ = cat(weights, 0).to(want);  // rows of each weight converted as WeightCast converts them
+  sources_.assign(weights.size(), CopiedFrom());
+  for (size_t i = 0; i < weights.size(); ++i) sources_[i].set(weights[i]);
+  return stacked_;
 }
 
 CastCacheGuard::CastCacheGuard() { ++g_cast_cache_guards; }

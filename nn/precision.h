@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "autograd/ops.h"
 #include "autograd/tensor.h"
@@ -61,16 +62,38 @@ Tensor autocast(const Tensor& x, Stage stage);
 // never used for a weight that requires grad under grad mode (training converts on the tape every time, keeps
 // nothing), and without the guard it is cleared and autocast runs as before. Costs the copy's memory (bf16: half
 // the float32 weight's) for as long as the module keeps it.
+// Which weight a kept copy was made from: its storage, the storage's version (in-place writes) and the view.
+class CopiedFrom {
+ public:
+  bool matches(const Tensor& w) const;
+  void set(const Tensor& w);
+
+ private:
+  std::weak_ptr<Storage> storage_;
+  uint64_t version_ = 0;
+  int64_t offset_ = 0;
+  Shape shape_, strides_;
+};
 class WeightCast {
  public:
   Tensor operator()(const Tensor& weight, Stage stage) const;
 
  private:
-  mutable std::weak_ptr<Storage> source_;
-  mutable uint64_t version_ = 0;
-  mutable int64_t offset_ = 0;
-  mutable Shape shape_, strides_;
+  mutable CopiedFrom source_;
   mutable Tensor cast_;
+};
+// Several float32 weights [out_i, in] that read the same input (attention's q, k, v; SwiGLU's w1, w3), stacked
+// into one converted copy [Σ out_i, in] — one matmul instead of one per weight while generating. Kept like
+// WeightCast's copy, and made only where WeightCast would keep a converted copy of each weight anyway (a
+// CastCacheGuard, the stage converting float32, no weight requiring grad under grad mode), so it costs no memory
+// beyond theirs (they are then never made). Undefined where it does not apply: the caller runs each weight alone.
+class StackedWeightCast {
+ public:
+  Tensor operator()(const std::vector<Tensor>& weights, Stage stage) const;
+
+ private:
+  mutable std::vector<CopiedFrom> sources_;
+  mutable Tensor stacked_;
 };
 // Turns WeightCast's cache on for this thread while alive (nests). lm::generate and ChatSession hold one.
 class CastCacheGuard {

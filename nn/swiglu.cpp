@@ -16,7 +16,11 @@ SwiGLU::SwiGLU(int64_t d, int64_t f, DType dtype, Generator* gen) : d_model(d), 
 }
 
 Tensor SwiGLU::forward(const Tensor& x) const {
-  Tensor h = swiglu(w1->forward(x), w3->forward(x));  // [..., F] = silu(w1 x) ⊙ w3 x
+  // Generating under bf16 precision: w1 x and w3 x side by side from one matmul (StackedWeightCast).
+  const Tensor gate_up = stacked_linear_forward(x, {w1.get(), w3.get()}, w13_cast_);  // [..., 2F] or undefined
+  const int64_t F = w1->out_features;
+  Tensor h = gate_up.defined() ? swiglu(gate_up.narrow(-1, 0, F), gate_up.narrow(-1, F, F))
+                               : swiglu(w1->forward(x), w3->forward(x));  // [..., F] = silu(w1 x) ⊙ w3 x
   return w2->forward(h);                                    // [..., C]
 }
 

@@ -18,6 +18,9 @@ class SwiGLU : public Module {
 
   int64_t d_model, d_ff;
   std::shared_ptr<Linear> w1, w2, w3;  // gate, down, up (Hugging Face: gate_proj, down_proj, up_proj)
+
+ private:
+  StackedWeightCast w13_cast_;  // [W1; W3] in bf16 while generating under bf16 precision (one matmul)
 };
 
 }  // namespace tapegrad::nn
