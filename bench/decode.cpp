@@ -9,6 +9,10 @@
 // (nn::CastCacheGuard, held by lm::generate), so the weights read per token are the bf16 ones.
 // On a GPU the decode steps are timed twice, side by side: replayed as one CUDA graph per step (what
 // generate does by default: lm/graph_decoder.h) and eager (--cuda-graph off), to show what the graph saves.
+// Sampled decoding (the token drawn on the device inside the graph: autograd sample_token) is timed too, with
+// top-k 50 and with `generate`'s default top-p 0.95 at temperature 0.8. The model is untrained, so its logits are
+// nearly flat and top-p keeps most of the vocabulary: the device sampler's worst case (one chunk per 512 kept
+// tokens), not what a trained model costs.
 // The peer: shared/bench/torch_lm_modern.py --gen 256 (PyTorch with a KV cache), run beside it by
 // scripts/gpu_check.sh.
 //
@@ -112,8 +116,16 @@ int main(int argc, char** argv) {
       w.max_tokens = 8;
       lm::generate(model, prompt, w);
     }
-    std::vector<double> decode_tps, eager_tps, prefill_ms;
+    std::vector<double> decode_tps, eager_tps, prefill_ms, top_k_tps, top_p_tps;
     int64_t produced = 0, graph_steps = 0;
+    const auto sampled_tok_s = [&](int64_t top_k, double top_p, double temperature) {
+      lm::GenerateOptions s = o;
+      s.cuda_graph = true;
+      s.sampling.greedy = false, s.sampling.top_k = top_k, s.sampling.top_p = top_p;
+      s.sampling.temperature = temperature;
+      const lm::GenerateResult res = lm::generate(model, prompt, s);
+      return double(res.decode_tokens) / res.decode_seconds;
+    };
     for (int r = 0; r < reps; ++r) {  // graph and eager alternate, so drift hits both alike
       o.cuda_graph = true;
       const lm::GenerateResult res = lm::generate(model, prompt, o);
@@ -124,6 +136,8 @@ int main(int argc, char** argv) {
       o.cuda_graph = false;
       const lm::GenerateResult eager = lm::generate(model, prompt, o);
       eager_tps.push_back(double(eager.decode_tokens) / eager.decode_seconds);
+      top_k_tps.push_back(sampled_tok_s(50, 1.0, 1.0));
+      top_p_tps.push_back(sampled_tok_s(0, 0.95, 0.8));
     }
     const double bw = copy_bandwidth(device, be);
     const int64_t n_mm = c->layers * (4 * c->d_model * c->d_model + 3 * c->d_model * c->d_ff) + c->d_model * c->vocab;
@@ -136,6 +150,9 @@ int main(int argc, char** argv) {
     std::printf("%-22s %12s\n", "measure", "value");
     std::printf("%-22s %12.0f%s\n", "decode tok/s (median)", tps, graph_steps > 0 ? "  (CUDA graph per step)" : "");
     std::printf("%-22s %12.0f\n", "eager decode tok/s", median(eager_tps));
+    std::printf("%-22s %12.0f\n", "sampled top-k 50 tok/s", median(top_k_tps));
+    std::printf("%-22s %12.0f  (T 0.8; near-flat untrained logits: the sampler's worst case)\n", "sampled top-p .95 tok/s",
+                median(top_p_tps));
     std::printf("%-22s %12.2f\n", "prefill ms (median)", median(prefill_ms));
     std::printf("%-22s %12.1f\n", "copy GB/s (r+w)", bw / 1e9);
     std::printf("%-22s %12.1f\n", "weight MB per token", weight_bytes / 1e6);
@@ -144,9 +161,11 @@ int main(int argc, char** argv) {
     std::printf(
         "RESULT {\"impl\": \"tapegrad\", \"kind\": \"decode\", \"device\": \"%s\", \"config\": \"%s\", \"precision\": "
         "\"%s\", \"tokens\": %lld, \"decode_tok_s\": %.1f, \"prefill_ms\": %.3f, \"copy_gbs\": %.1f, "
-        "\"weight_mb_per_token\": %.1f, \"limit_tok_s\": %.0f, \"graph_steps\": %lld, \"eager_decode_tok_s\": %.1f}\n",
+        "\"weight_mb_per_token\": %.1f, \"limit_tok_s\": %.0f, \"graph_steps\": %lld, \"eager_decode_tok_s\": %.1f, "
+        "\"sampled_top_k_tok_s\": %.1f, \"sampled_top_p_tok_s\": %.1f}\n",
         device.str().c_str(), c->name, nn::precision_name(precision), (long long)produced, tps, median(prefill_ms),
-        bw / 1e9, weight_bytes / 1e6, limit, (long long)graph_steps, median(eager_tps));
+        bw / 1e9, weight_bytes / 1e6, limit, (long long)graph_steps, median(eager_tps), median(top_k_tps),
+        median(top_p_tps));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_decode: %s\n", e.what());
     return 1;

@@ -85,12 +85,12 @@ fi
 if [[ $mode == bf16 ]]; then
   if want tests; then
   step "tests (cuBLAS, all)" 120 "$t" --durations yes 2>&1 | tee "$out/tests.log" | grep -vE "^[0-9.]+ s: " | tail -25
-  step "memcheck [bf16],[flash],[index_det],[ce_inplace],[decode_kernels],[decode_graph],[add_rmsnorm]" 120 \
+  step "memcheck [bf16],[flash],[index_det],[ce_inplace],[decode_kernels],[decode_graph],[add_rmsnorm],[sample_token_san]" 120 \
     compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 "$t" \
-    "[bf16],[flash],[mma],[index_det],[ce_inplace],[decode_kernels],[decode_graph],[add_rmsnorm]" 2>&1 \
+    "[bf16],[flash],[mma],[index_det],[ce_inplace],[decode_kernels],[decode_graph],[add_rmsnorm],[sample_token_san]" 2>&1 \
     | tee "$out/memcheck.log" | tail -6
-  step "racecheck [flash],[index_det],[decode_kernels],[add_rmsnorm]" 75 compute-sanitizer --tool racecheck \
-    --error-exitcode 9 "$t" "[flash],[mma],[index_det],[decode_kernels],[add_rmsnorm]" \
+  step "racecheck [flash],[index_det],[decode_kernels],[add_rmsnorm],[sample_token_san]" 75 compute-sanitizer --tool racecheck \
+    --error-exitcode 9 "$t" "[flash],[mma],[index_det],[decode_kernels],[add_rmsnorm],[sample_token_san]" \
     2>&1 | tee "$out/racecheck.log" | grep -E "^== |RACECHECK SUMMARY|test cases" | tail -4
   # Attention alone: our tensor-core and SIMT kernels, then PyTorch SDPA's backends, same shapes, same call.
   {

@@ -9,6 +9,7 @@
 //  * status: the row's max; a NaN / +inf logit gives {its lowest index, its value}, an all −inf row {0, −inf};
 //  * the id is also written into `token`; a captured call replays with the uniform it reads at replay time;
 //  * the CPU has no such kernel, and bad arguments are one clear error.
+// [sample_token_san]: the cases short enough for compute-sanitizer (scripts/gpu_check.sh: memcheck, racecheck).
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -104,7 +105,7 @@ TEST_CASE("sample_token draws lm::Sampler's token for every option set and dtype
 }
 
 TEST_CASE("sample_token at the extreme uniforms takes the first and the last token of the draw order",
-          "[cuda][sample_token]") {
+          "[cuda][sample_token][sample_token_san]") {
   Generator gen(9);
   const Tensor logits = tensor(row_values(0, 1500, gen), Options(kFloat32));
   const std::vector<double> z = values(logits);
@@ -122,7 +123,7 @@ TEST_CASE("sample_token at the extreme uniforms takes the first and the last tok
   }
 }
 
-TEST_CASE("sample_token reports NaN, +inf and all −inf rows in its status", "[cuda][sample_token]") {
+TEST_CASE("sample_token reports NaN, +inf and all −inf rows in its status", "[cuda][sample_token][sample_token_san]") {
   lm::SamplerOptions sampled, greedy;
   greedy.greedy = true;
   sampled.top_k = 3;
@@ -144,7 +145,7 @@ TEST_CASE("sample_token reports NaN, +inf and all −inf rows in its status", "[
 }
 
 TEST_CASE("sample_token writes the id into token and replays in a graph with the uniform of each replay",
-          "[cuda][sample_token]") {
+          "[cuda][sample_token][sample_token_san]") {
   Generator gen(3);
   const Tensor logits = on_cuda(tensor(row_values(0, 300, gen), Options(kFloat32)));
   lm::SamplerOptions o;
