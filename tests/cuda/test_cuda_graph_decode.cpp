@@ -34,6 +34,12 @@ std::unique_ptr<nn::TransformerLM> seeded_model(DType dtype, Device device, uint
   return model;
 }
 
+// The prompt {1, 2} read into `cache`.
+void prefill_1_2(const nn::TransformerLM& model, nn::KVCache& cache) {
+  NoGradGuard no_grad;
+  model.forward(from_vector(std::vector<int64_t>{1, 2}, {1, 2}).to(gpu()), cache, true);
+}
+
 lm::GenerateResult run(const nn::TransformerLM& model, const std::vector<uint32_t>& prompt, lm::GenerateOptions o,
                        bool graph) {
   o.cuda_graph = graph;
@@ -149,13 +155,9 @@ TEST_CASE("graph decode: greedy steps are replayed kLookahead at a time with one
   greedy.greedy = true;
   lm::Sampler sampler(greedy, 0);
   nn::CastCacheGuard cast_cache;
-  const auto prefilled = [&](nn::KVCache& cache) {
-    NoGradGuard no_grad;
-    model->forward(from_vector(std::vector<int64_t>{1, 2}, {1, 2}).to(gpu()), cache, true);
-  };
   // The reference: the same chain one replay per read (ahead = 1, the behaviour without lookahead).
   nn::KVCache cache1(model->config, 1, 0, gpu());
-  prefilled(cache1);
+  prefill_1_2(*model, cache1);
   lm::GraphDecoder one(*model, cache1, /*greedy=*/true);
   std::vector<uint32_t> want{one.step(4, sampler)};
   for (int i = 0; i < 11; ++i) {
@@ -166,7 +168,7 @@ TEST_CASE("graph decode: greedy steps are replayed kLookahead at a time with one
   CHECK(one.replays() == 12);
 
   nn::KVCache cache(model->config, 1, 0, gpu());
-  prefilled(cache);
+  prefill_1_2(*model, cache);
   lm::GraphDecoder decoder(*model, cache, /*greedy=*/true);
   REQUIRE(decoder.available());
   constexpr int64_t K = lm::GraphDecoder::kLookahead;
@@ -199,7 +201,7 @@ TEST_CASE("graph decode: greedy steps are replayed kLookahead at a time with one
   CHECK_THROWS_WITH(decoder.step(t, sampler, 100), Catch::Contains("does not fit"));
   // NaN weights in the final norm: the argmax lands on NaN, and its logit says so.
   nn::KVCache cache2(model->config, 1, 0, gpu());
-  prefilled(cache2);
+  prefill_1_2(*model, cache2);
   lm::GraphDecoder nan_decoder(*model, cache2, /*greedy=*/true);
   {
     NoGradGuard no_grad;
@@ -217,13 +219,9 @@ TEST_CASE("graph decode: sampled steps are drawn on the device kLookahead at a t
   o.top_k = 30;
   o.top_p = 0.95;
   nn::CastCacheGuard cast_cache;
-  const auto prefilled = [&](nn::KVCache& cache) {
-    NoGradGuard no_grad;
-    model->forward(from_vector(std::vector<int64_t>{1, 2}, {1, 2}).to(gpu()), cache, true);
-  };
   // The reference: eager steps on the device, the host Sampler drawing from each row of logits.
   nn::KVCache eager_cache(model->config, 1, 0, gpu());
-  prefilled(eager_cache);
+  prefill_1_2(*model, eager_cache);
   lm::Sampler eager_sampler(o, 21);
   std::vector<uint32_t> want;
   std::vector<Generator::State> want_states;
@@ -237,7 +235,7 @@ TEST_CASE("graph decode: sampled steps are drawn on the device kLookahead at a t
   }
 
   nn::KVCache cache(model->config, 1, 0, gpu());
-  prefilled(cache);
+  prefill_1_2(*model, cache);
   lm::Sampler sampler(o, 21);
   lm::GraphDecoder decoder(*model, cache, /*greedy=*/false);
   REQUIRE(decoder.available());
