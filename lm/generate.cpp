@@ -25,20 +25,19 @@ uint32_t next_token(Sampler& sampler, const Tensor& logits) {
            "next_token: logits must be [1, T, V] with T >= 1, but are {}", logits.shape());
   const Tensor row = logits.select(1, logits.size(1) - 1).select(0, 0);  // [V]
   if (row.device() != Device::cpu()) {
-    if (sampler.options().is_greedy()) {
-      // The argmax where the logits are; its id and its logit come back in one read (a [2] float64: ids below
-      // 2^53 are exact in a double) — one host round trip per token. NaN wins the argmax, so the logit tells.
-      const Tensor best_id = argmax(row, 0, /*keepdim=*/true);  // [1] int64
-      const std::vector<double> read = cat({best_id.to(kFloat64), index_select(row, 0, best_id).to(kFloat64)}, 0)
-                                           .to_vector<double>();
-      const auto id = static_cast<int64_t>(read[0]);
-      const double best = read[1];
-      TG_CHECK(best > -std::numeric_limits<double>::infinity() && best < std::numeric_limits<double>::infinity(),
-               "Sampler: the logit of token {} is {} (NaN or +inf, or every logit is -inf)", id, best);
-      return uint32_t(id);
+    // Drawn where the logits are (sample_token: lm::Sampler's rules, with this sampler's next uniform), as the
+    // decode graph draws (lm/graph_decoder.h): {id, status} comes back in one read instead of the [V] row.
+    const SamplerOptions& o = sampler.options();
+    const Generator::State before = sampler.state();
+    const Tensor u = o.is_greedy() ? Tensor() : tensor({sampler.next_uniform()}, Options(kFloat64).device(row.device()));
+    const std::vector<double> read =
+        sample_token(row, u, TokenSampling{o.temperature, o.top_k, o.top_p, o.greedy}).to_vector<double>();
+    const auto id = static_cast<int64_t>(read[0]);
+    if (!(read[1] > -std::numeric_limits<double>::infinity() && read[1] < std::numeric_limits<double>::infinity())) {
+      sampler.set_state(before);  // as the host Sampler: a refused row draws nothing
+      throw Error(fmt::format("Sampler: the logit of token {} is {} (NaN or +inf, or every logit is -inf)", id, read[1]));
     }
-    if (row.dtype() == kFloat64) return sampler.sample(std::span<const double>(row.to_vector<double>()));
-    return sampler.sample(std::span<const float>(row.to_vector<float>()));
+    return uint32_t(id);
   }
   const Tensor r = row.contiguous();
   const auto n = static_cast<size_t>(r.numel());

@@ -10,14 +10,14 @@
 // project's own generator: the same seed gives the same tokens on every machine.
 //
 // Device: everything runs where the model is (model.to(Device::cuda(0)) first): the KV cache is
-// made there and the ids are copied there. Picking a token (next_token below): greedy is an argmax
-// on the model's device, of which one id is read back; temperature / top-k / top-p read the last
-// logits row [V] back and draw on the host with lm::Sampler, so that the same seed gives the same
-// text on every device. On a GPU each decode step after the prefill is one CUDA graph replay
-// (lm/graph_decoder.h; cuda_graph = false: eager launches) that also picks the next token on the
-// device (autograd sample_token: lm::Sampler's rules with the uniform the host Sampler drew), so
-// only ids come back, 8 at a time: greedy gives eager decoding's tokens, sampling too unless a
-// uniform lands within rounding (~1e-15) of a boundary between two tokens.
+// made there and the ids are copied there. Picking a token (next_token below) on a GPU happens there too
+// (autograd sample_token: lm::Sampler's rules, with the uniform the host Sampler draws, one per sampled
+// token as on the CPU), and one {id, status} pair comes back instead of the [V] row: the id is the host
+// Sampler's unless a uniform lands within rounding (~1e-15) of a boundary between two tokens (the device
+// sums the probabilities in another order), so the same seed gives the CPU's text. On a GPU each decode
+// step after the prefill is one CUDA graph replay (lm/graph_decoder.h; cuda_graph = false: eager
+// launches) with the same draw inside it — eager and graph decoding give the same tokens — and the ids
+// come back 8 at a time.
 //
 // Context: the prompt plus every generated token but the last must fit the model's context_length.
 // Without `sliding` a request that cannot fit is refused before anything runs; with it, when the
@@ -55,9 +55,9 @@ struct GenerateResult {
   int64_t graph_steps = 0;        // decode steps replayed as a CUDA graph (0 on the CPU or with cuda_graph off)
 };
 
-// The next token from the last position of logits [B=1, T, V] on any device (see above): greedy →
-// argmax there (the lowest id among equal logits, like Sampler; NaN or +inf in the row is an error);
-// otherwise the row read back and sampler.sample(row).
+// The next token from the last position of logits [B=1, T, V] (see above): sampler.sample(row) on the CPU; on
+// another device the same rules applied there (sample_token) with sampler.next_uniform() when not greedy. NaN or
+// +inf in the row (or a row of −inf) is an error, and then the sampler has drawn nothing.
 uint32_t next_token(Sampler& sampler, const Tensor& logits);
 
 // Token ids as the int64 batch [1, T] a TransformerLM reads, on `device` (generate and ChatSession feed the

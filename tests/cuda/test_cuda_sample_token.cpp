@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/device_graph.h"
+#include "lm/generate.h"
 #include "lm/sampler.h"
 #include "tests/cuda/cuda_test_util.h"
 
@@ -181,4 +182,24 @@ TEST_CASE("sample_token: the CPU has no kernel, and bad arguments are one clear 
                     Catch::Contains("token must be an int64"));
   CHECK_THROWS_WITH(sample_token(g.to(kInt64), u, sampled), Catch::Contains("sample_token"));
   CHECK(values(sample_token(g, Tensor(), TokenSampling{1.0, 0, 1.0, true}))[1] == values(row.max())[0]);  // greedy needs no u
+}
+
+TEST_CASE("next_token on the device draws the host Sampler's token and moves the Sampler on as the host does",
+          "[cuda][sample_token]") {
+  Generator gen(4);
+  const Tensor logits = tensor(row_values(0, 700, gen), Options(kFloat32)).view({1, 1, 700});
+  lm::SamplerOptions o;
+  o.temperature = 0.9, o.top_p = 0.8;
+  lm::Sampler host(o, 12), device(o, 12);
+  const Tensor on_gpu = on_cuda(logits);
+  for (int i = 0; i < 20; ++i) {
+    CHECK(lm::next_token(device, on_gpu) == lm::next_token(host, logits));
+    CHECK(device.state() == host.state());
+  }
+  std::vector<double> z(700, 0.0);
+  z[3] = std::numeric_limits<double>::quiet_NaN();
+  const Generator::State before = device.state();
+  CHECK_THROWS_WITH(lm::next_token(device, on_cuda(tensor(z, Options(kFloat32)).view({1, 1, 700}))),
+                    Catch::Contains("the logit of token 3 is nan"));
+  CHECK(device.state() == before);  // a refused row draws nothing, as on the host
 }
