@@ -35,6 +35,7 @@ namespace tapegrad::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 512;  // also the tokens sorted per chunk
+static_assert(kThreads >= 256, "one thread per digit of the radix select");
 constexpr long long kNone = 0x7fffffffffffffffLL;
 
 struct MinOp {
@@ -162,15 +163,15 @@ __device__ void gather_best(const S* z, int64_t V, long long c, bool has_last, u
       if (after(key, i) && high_bits(key, shift + 8) == prefix) atomicAdd(&sh.hist[(key >> shift) & 255u], 1u);
     }
     __syncthreads();
-    if (t == 0) {  // the digit whose bucket holds the need-th candidate
-      const long long need = sh.need;
-      long long before = 0;
-      int d = 0;
-      while (d < 255 && before + sh.hist[d] < need) before += sh.hist[d++];
-      sh.need = need - before;
-      sh.prefix = (prefix << 8) | uint64_t(d);
+    // The digit whose bucket holds the need-th candidate: the one bucket with before < need ≤ before + count
+    // (counts below 2^53: exact in the scan's doubles).
+    const long long need = sh.need;
+    const Scan counts = block_scan(t < 256 ? double(sh.hist[t]) : 0.0, sh.scan);
+    if (t < 256 && counts.exclusive < double(need) && double(need) <= counts.inclusive) {
+      sh.need = need - (long long)counts.exclusive;
+      sh.prefix = (prefix << 8) | uint64_t(t);
       sh.shift = shift;
-      sh.take_all = sh.need == (long long)sh.hist[d];
+      sh.take_all = sh.need == (long long)sh.hist[t];
     }
     __syncthreads();
     if (sh.take_all || sh.shift == 0) break;
