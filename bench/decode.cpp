@@ -151,8 +151,8 @@ int main(int argc, char** argv) {
     std::printf("%-22s %12.0f%s\n", "decode tok/s (median)", tps, graph_steps > 0 ? "  (CUDA graph per step)" : "");
     std::printf("%-22s %12.0f\n", "eager decode tok/s", median(eager_tps));
     std::printf("%-22s %12.0f\n", "sampled top-k 50 tok/s", median(top_k_tps));
-    std::printf("%-22s %12.0f  (T 0.8; near-flat untrained logits: the sampler's worst case)\n", "sampled top-p .95 tok/s",
-                median(top_p_tps));
+    std::printf("%-22s %12.0f  (T 0.8; near-flat untrained logits: the sampler's worst case)\n",
+                "sampled top-p .95 tok/s", median(top_p_tps));
     std::printf("%-22s %12.2f\n", "prefill ms (median)", median(prefill_ms));
     std::printf("%-22s %12.1f\n", "copy GB/s (r+w)", bw / 1e9);
     std::printf("%-22s %12.1f\n", "weight MB per token", weight_bytes / 1e6);

@@ -29,13 +29,15 @@ uint32_t next_token(Sampler& sampler, const Tensor& logits) {
     // decode graph draws (lm/graph_decoder.h): {id, status} comes back in one read instead of the [V] row.
     const SamplerOptions& o = sampler.options();
     const Generator::State before = sampler.state();
-    const Tensor u = o.is_greedy() ? Tensor() : tensor({sampler.next_uniform()}, Options(kFloat64).device(row.device()));
+    const Options on_device = Options(kFloat64).device(row.device());
+    const Tensor u = o.is_greedy() ? Tensor() : tensor({sampler.next_uniform()}, on_device);
     const std::vector<double> read =
         sample_token(row, u, TokenSampling{o.temperature, o.top_k, o.top_p, o.greedy}).to_vector<double>();
     const auto id = static_cast<int64_t>(read[0]);
     if (!(read[1] > -std::numeric_limits<double>::infinity() && read[1] < std::numeric_limits<double>::infinity())) {
       sampler.set_state(before);  // as the host Sampler: a refused row draws nothing
-      throw Error(fmt::format("Sampler: the logit of token {} is {} (NaN or +inf, or every logit is -inf)", id, read[1]));
+      throw Error(
+          fmt::format("Sampler: the logit of token {} is {} (NaN or +inf, or every logit is -inf)", id, read[1]));
     }
     return uint32_t(id);
   }

@@ -74,7 +74,7 @@ uint32_t GraphDecoder::step(uint32_t id, Sampler& sampler, int64_t ahead) {
   if (device_position_ != cache_.length()) position_.fill_(double(cache_.length()));
   if (!graph_) capture(o);  // records, runs nothing: the replays below do the steps
   const int64_t n = std::min({kLookahead, std::max<int64_t>(ahead, 1), cache_.capacity() - cache_.length()});
-  if (!greedy_) {  // the batch's uniforms, drawn by the host Sampler in order; its state is set back as tokens are served
+  if (!greedy_) {  // the batch's uniforms, drawn by the host Sampler in order; its state set back as tokens are served
     std::vector<double> u(static_cast<size_t>(n));
     batch_states_.assign(1, sampler.state());
     for (double& x : u) {

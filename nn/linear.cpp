@@ -31,7 +31,8 @@ Tensor Linear::forward(const Tensor& x) const {
   return bias.defined() ? y + bias_cast_(bias, Stage::Matmul) : y;
 }
 
-Tensor stacked_linear_forward(const Tensor& x, const std::vector<const Linear*>& layers, const StackedWeightCast& cast) {
+Tensor stacked_linear_forward(const Tensor& x, const std::vector<const Linear*>& layers,
+                              const StackedWeightCast& cast) {
   std::vector<Tensor> weights;
   for (const Linear* l : layers) {
     if (l->int8_weight || l->bias.defined() || l->in_features != x.size(-1)) return Tensor();

@@ -110,7 +110,8 @@ TEST_CASE("sample_token at the extreme uniforms takes the first and the last tok
   Generator gen(9);
   const Tensor logits = tensor(row_values(0, 1500, gen), Options(kFloat32));
   const std::vector<double> z = values(logits);
-  for (const auto& [top_k, top_p] : std::vector<std::pair<int64_t, double>>{{0, 1.0}, {0, 0.7}, {900, 1.0}, {50, 0.6}}) {
+  const std::vector<std::pair<int64_t, double>> option_sets{{0, 1.0}, {0, 0.7}, {900, 1.0}, {50, 0.6}};
+  for (const auto& [top_k, top_p] : option_sets) {
     lm::SamplerOptions o;
     o.top_k = top_k, o.top_p = top_p;
     INFO(fmt::format("top_k {} top_p {}", top_k, top_p));
@@ -124,7 +125,8 @@ TEST_CASE("sample_token at the extreme uniforms takes the first and the last tok
   }
 }
 
-TEST_CASE("sample_token reports NaN, +inf and all −inf rows in its status", "[cuda][sample_token][sample_token_san]") {
+TEST_CASE("sample_token reports NaN, +inf and all −inf rows in its status",
+          "[cuda][sample_token][sample_token_san]") {
   lm::SamplerOptions sampled, greedy;
   greedy.greedy = true;
   sampled.top_k = 3;
@@ -181,7 +183,8 @@ TEST_CASE("sample_token: the CPU has no kernel, and bad arguments are one clear 
   CHECK_THROWS_WITH(sample_token(g, u, sampled, zeros({1}, Options(kFloat32).device(gpu()))),
                     Catch::Contains("token must be an int64"));
   CHECK_THROWS_WITH(sample_token(g.to(kInt64), u, sampled), Catch::Contains("sample_token"));
-  CHECK(values(sample_token(g, Tensor(), TokenSampling{1.0, 0, 1.0, true}))[1] == values(row.max())[0]);  // greedy needs no u
+  const TokenSampling greedy{1.0, 0, 1.0, true};
+  CHECK(values(sample_token(g, Tensor(), greedy))[1] == values(row.max())[0]);  // greedy needs no uniform
 }
 
 TEST_CASE("next_token on the device draws the host Sampler's token and moves the Sampler on as the host does",
