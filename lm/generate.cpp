@@ -2,7 +2,6 @@
 #include "lm/generate.h"
 
 #include <chrono>
-#include <limits>
 #include <optional>
 
 #include "autograd/tapegrad.h"
@@ -31,15 +30,13 @@ uint32_t next_token(Sampler& sampler, const Tensor& logits) {
     const Generator::State before = sampler.state();
     const Options on_device = Options(kFloat64).device(row.device());
     const Tensor u = o.is_greedy() ? Tensor() : tensor({sampler.next_uniform()}, on_device);
-    const std::vector<double> read =
-        sample_token(row, u, TokenSampling{o.temperature, o.top_k, o.top_p, o.greedy}).to_vector<double>();
-    const auto id = static_cast<int64_t>(read[0]);
-    if (!(read[1] > -std::numeric_limits<double>::infinity() && read[1] < std::numeric_limits<double>::infinity())) {
+    const std::vector<double> read = sample_token(row, u, o.on_device()).to_vector<double>();
+    try {
+      return drawn_token_id(read[0], read[1]);
+    } catch (const Error&) {
       sampler.set_state(before);  // as the host Sampler: a refused row draws nothing
-      throw Error(
-          fmt::format("Sampler: the logit of token {} is {} (NaN or +inf, or every logit is -inf)", id, read[1]));
+      throw;
     }
-    return uint32_t(id);
   }
   const Tensor r = row.contiguous();
   const auto n = static_cast<size_t>(r.numel());

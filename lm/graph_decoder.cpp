@@ -2,7 +2,6 @@
 #include "lm/graph_decoder.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "autograd/tapegrad.h"
 #include "kernels/backend.h"
@@ -29,7 +28,7 @@ GraphDecoder::~GraphDecoder() = default;
 void GraphDecoder::capture(const SamplerOptions& options) {
   kernels::Backend& backend = kernels::backend(model_.device());
   const int64_t V = model_.config.vocab_size;
-  const TokenSampling sampling{options.temperature, options.top_k, options.top_p, options.greedy};
+  const TokenSampling sampling = options.on_device();
   try {
     graph_ = kernels::capture_device_work(backend, [&] {
       NoGradGuard no_grad;
@@ -63,8 +62,7 @@ uint32_t GraphDecoder::step(uint32_t id, Sampler& sampler, int64_t ahead) {
   const SamplerOptions& o = sampler.options();
   TG_CHECK(o.is_greedy() == greedy_, "GraphDecoder: built for {} decoding, but the sampler is {}",
            greedy_ ? "greedy" : "sampled", o.is_greedy() ? "greedy" : "sampled");
-  TG_CHECK(!graph_ || (o.temperature == captured_.temperature && o.top_k == captured_.top_k &&
-                       o.top_p == captured_.top_p && o.greedy == captured_.greedy),
+  TG_CHECK(!graph_ || o == captured_,
            "GraphDecoder: the sampler's options changed after the step was captured (temperature {}, top_k {}, "
            "top_p {}; captured {}, {}, {})",
            o.temperature, o.top_k, o.top_p, captured_.temperature, captured_.top_k, captured_.top_p);
@@ -97,17 +95,14 @@ uint32_t GraphDecoder::step(uint32_t id, Sampler& sampler, int64_t ahead) {
 }
 
 uint32_t GraphDecoder::serve(Sampler& sampler) {
-  const double id = batch_[2 * batch_served_], status = batch_[2 * batch_served_ + 1];
-  const auto next = static_cast<int64_t>(id);
-  TG_CHECK(status > -std::numeric_limits<double>::infinity() && status < std::numeric_limits<double>::infinity(),
-           "Sampler: the logit of token {} is {} (NaN or +inf, or every logit is -inf)", next, status);
+  const uint32_t next = drawn_token_id(batch_[2 * batch_served_], batch_[2 * batch_served_ + 1]);
   ++batch_served_;
   if (!greedy_) sampler.set_state(batch_states_[batch_served_]);  // as if the host had drawn this token
   ++steps_;
   cache_.advance(1);
   batch_position_ = cache_.length();
-  batch_input_ = next;
-  return uint32_t(next);
+  batch_input_ = int64_t(next);
+  return next;
 }
 
 }  // namespace tapegrad::lm

@@ -223,6 +223,12 @@ void SamplerOptions::validate() const {
   TG_CHECK(top_p > 0 && top_p <= 1, "--top-p must be in (0, 1], but is {}", top_p);
 }
 
+uint32_t drawn_token_id(double id, double status) {
+  TG_CHECK(status > -kInf && status < kInf, "Sampler: the logit of token {} is {} (NaN or +inf, or every logit is -inf)",
+           static_cast<int64_t>(id), status);
+  return static_cast<uint32_t>(id);
+}
+
 Sampler::Sampler(SamplerOptions options, uint64_t seed) : options_(options), generator_(seed) { options_.validate(); }
 
 uint32_t Sampler::sample(std::span<const float> logits) { return sample_row(logits, options_, generator_, scratch_); }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "autograd/generator.h"
+#include "kernels/token_sampling.h"
 
 namespace tapegrad::lm {
 
@@ -35,7 +36,14 @@ struct SamplerOptions {
   // "--top-k must be >= 1 (0: off), but is -3", "--top-p must be in (0, 1], but is 1.5".
   void validate() const;
   bool is_greedy() const { return greedy || temperature == 0; }
+  // These options as a device's sampling kernel takes them (autograd sample_token).
+  kernels::TokenSampling on_device() const { return {temperature, top_k, top_p, greedy}; }
+  friend bool operator==(const SamplerOptions&, const SamplerOptions&) = default;
 };
+
+// The id of a token drawn on a device (autograd sample_token's {id, status}). Throws tapegrad::Error, as
+// Sampler::sample does, when the status says the row held NaN or +inf (at token `id`) or only −inf.
+uint32_t drawn_token_id(double id, double status);
 
 class Sampler {
  public:

@@ -55,13 +55,6 @@ DType stage_dtype(Stage stage);
 // x converted for `stage` (differentiable: the gradient converts back); x itself when nothing changes
 // (x is not float32, or the stage computes in float32).
 Tensor autocast(const Tensor& x, Stage stage);
-// A weight's converted copy, kept between forwards while a CastCacheGuard is alive on this thread (generation:
-// a decode step reads every weight once, and converting the float32 master weight to bf16 each time would read
-// 4 and write 2 bytes per parameter per token on top of the matmul's 2). The copy is reused while the weight's
-// storage, version (in-place writes: an optimizer step, copy_), view and the stage's dtype are the same; it is
-// never used for a weight that requires grad under grad mode (training converts on the tape every time, keeps
-// nothing), and without the guard it is cleared and autocast runs as before. Costs the copy's memory (bf16: half
-// the float32 weight's) for as long as the module keeps it.
 // Which weight a kept copy was made from: its storage, the storage's version (in-place writes) and the view.
 class CopiedFrom {
  public:
@@ -74,6 +67,13 @@ class CopiedFrom {
   int64_t offset_ = 0;
   Shape shape_, strides_;
 };
+// A weight's converted copy, kept between forwards while a CastCacheGuard is alive on this thread (generation:
+// a decode step reads every weight once, and converting the float32 master weight to bf16 each time would read
+// 4 and write 2 bytes per parameter per token on top of the matmul's 2). The copy is reused while the weight's
+// storage, version (in-place writes: an optimizer step, copy_), view and the stage's dtype are the same; it is
+// never used for a weight that requires grad under grad mode (training converts on the tape every time, keeps
+// nothing), and without the guard it is cleared and autocast runs as before. Costs the copy's memory (bf16: half
+// the float32 weight's) for as long as the module keeps it.
 class WeightCast {
  public:
   Tensor operator()(const Tensor& weight, Stage stage) const;

@@ -32,10 +32,9 @@ Tensor sample_token(const Tensor& logits, const Tensor& uniform, const TokenSamp
              op, token.dtype(), token.shape());
   }
   const Tensor row = logits.contiguous();
-  const Tensor u = greedy || uniform.is_contiguous() ? uniform : uniform.contiguous();
   Tensor result = empty({2}, Options(kFloat64).device(logits.device()));
   const kernels::TensorView token_view = token.defined() ? kview(token) : kernels::TensorView{};
-  const kernels::TensorView uniform_view = u.defined() ? kview(u) : kernels::TensorView{};
+  const kernels::TensorView uniform_view = uniform.defined() ? kview(uniform) : kernels::TensorView{};  // 1 element
   TG_CHECK(backend_of(row).sample_token(token_view, kview(result), kview(row), uniform_view, sampling),
            "{}: {} has no kernel drawing tokens (the CPU: lm::Sampler draws from the logits where they are)", op,
            logits.device().str());

@@ -26,12 +26,10 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-TokenSampling device_options(const lm::SamplerOptions& o) { return {o.temperature, o.top_k, o.top_p, o.greedy}; }
-
 // {id, status} drawn on the GPU from `logits` (any device) with uniform u.
 std::vector<double> draw_on_gpu(const Tensor& logits, double u, const lm::SamplerOptions& o) {
   const Tensor uniform = tensor({u}, Options(kFloat64).device(gpu()));
-  return values(sample_token(on_cuda(logits), uniform, device_options(o)));
+  return values(sample_token(on_cuda(logits), uniform, o.on_device()));
 }
 
 // lm::Sampler's id for the same logits and u (a sampler whose next uniform is u: its generator is advanced to it).
@@ -158,7 +156,7 @@ TEST_CASE("sample_token writes the id into token and replays in a graph with the
   Tensor result = zeros({2}, Options(kFloat64).device(gpu()));
   auto graph = kernels::capture_device_work(gpu_be(), [&] {
     NoGradGuard no_grad;
-    result.copy_(sample_token(logits, uniform, device_options(o), token));
+    result.copy_(sample_token(logits, uniform, o.on_device(), token));
   });
   REQUIRE(graph != nullptr);
   for (const double u : {0.1, 0.5, 0.93, 0.0}) {
