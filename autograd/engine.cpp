@@ -206,12 +206,18 @@ void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
 
 }  // namespace
 
+bool GradInputs::gathers_in_float32(size_t i) const {
+  const Edge& e = edges_[i];
+  return e.node && e.node->gathers_in_float32_ && e.dtype == kBFloat16;
+}
+
 Tensor GradInputs::take_gathered(size_t i) {
   const Edge& e = edges_[i];
   if (!e.node || RetainValuesMode::enabled()) return Tensor();
   Tensor& pending = e.node->pending_;
-  if (!pending.defined() || !owns_storage(pending) || pending.shape() != e.shape || pending.dtype() != e.dtype)
-    return Tensor();
+  const bool dtype_ok = pending.defined() &&
+                        (pending.dtype() == e.dtype || (gathers_in_float32(i) && pending.dtype() == kFloat32));
+  if (!dtype_ok || !owns_storage(pending) || pending.shape() != e.shape) return Tensor();
   Tensor gathered = std::move(pending);
   pending = Tensor();  // the engine receives the sum back through slot i
   return gathered;
@@ -381,7 +387,9 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       // moved out of its slot, so a gradient nobody else holds can be stolen instead of copied
       Tensor gi = std::move(grads[i]);
       if (gi.shape() != e.shape) gi = detail::sum_to(gi, e.shape);
-      if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
+      // A float32 gradient for a bfloat16 input whose entry gathers in float32 stays float32 (GradInputs).
+      const bool keep_float32 = e.node && e.node->gathers_in_float32_ && e.dtype == kBFloat16 && gi.dtype() == kFloat32;
+      if (gi.dtype() != e.dtype && !keep_float32) gi = gi.to(e.dtype);
       if (retain) n->retained_->input_grads[i] = gi;
       if (e.node) accumulate(e.node->pending_, std::move(gi), e.node->gathers_in_float32_);
       else accumulate_into_leaf(*e.leaf, std::move(gi));

@@ -47,8 +47,13 @@ class GradInputs {
   // receive the sum (which the engine passes on as the whole gathered gradient). Undefined — nothing handed
   // over — when input i is a leaf or needs no gradient, nothing was gathered yet, the buffer is shared, or
   // every entry keeps the gradients it passed (RetainValuesGuard). Saves one pass: RMSNorm's dx lands on the
-  // residual stream's gradient without a separate add (autograd/ops/fused.cpp: add_rms_norm).
+  // residual stream's gradient without a separate add (autograd/ops/fused.cpp: add_rms_norm), a matmul's dX is
+  // added by the GEMM itself (beta = 1: autograd/ops/matmul.cpp). When the entry gathers in float32 (below) the
+  // buffer of a bfloat16 input may be float32.
   Tensor take_gathered(size_t i);
+  // Whether input i's entry sums bfloat16 gradients in float32 (Node::gathers_in_float32): a backward may then
+  // hand it a float32 gradient for that bfloat16 input, and the engine passes it on unrounded.
+  bool gathers_in_float32(size_t i) const;
 
  private:
   std::span<const Edge> edges_;
@@ -71,9 +76,10 @@ class Node {
   DType out_dtype() const { return out_dtype_; }
   bool released() const { return released_; }
   // Whether bfloat16 gradients arriving from several consumers are summed in float32 (then this entry's
-  // backward receives float32; a single one arrives as it is). Set by ops whose backward widens its incoming
-  // gradient anyway (add_rms_norm's norm), so that a bf16 output read by several bf16 matmuls gathers their
-  // gradients as precisely as float32 copies of it would.
+  // backward receives float32; a single one arrives as it is, bfloat16 or — when its consumer wrote it so,
+  // GradInputs::gathers_in_float32 — float32). Set by ops whose backward widens its incoming gradient anyway
+  // (add_rms_norm's norm, a float32 → bfloat16 cast), so that a bf16 output read by several bf16 matmuls
+  // gathers their gradients as precisely as float32 copies of it would.
   bool gathers_in_float32() const { return gathers_in_float32_; }
   void set_gathers_in_float32(bool on) { gathers_in_float32_ = on; }
 

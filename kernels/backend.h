@@ -141,9 +141,10 @@ class Backend {
   // batch shape; a and b may broadcast it with stride 0. Transposed operands (column-major
   // strides) go to BLAS as transpose flags, never as copies.
   virtual void matmul(const TensorView& out, const TensorView& a, const TensorView& b, bool accumulate) = 0;
-  // The same with out, a and b all bfloat16 (float32 accumulation, out rounded once), when this backend has
-  // a kernel of its own for it (the GPU's tensor cores); false: nothing was done, and the bf16 bridge
-  // (kernels/bf16_bridge.h) widens to float32 around matmul() instead.
+  // The same with a and b bfloat16 and out bfloat16 (float32 accumulation, out rounded once) or float32 (a
+  // gradient gathered in float32: not rounded), when this backend has a kernel of its own for it (the GPU's
+  // tensor cores); false: nothing was done, and the bf16 bridge (kernels/bf16_bridge.h) widens to float32
+  // around matmul() instead.
   virtual bool matmul_bf16_native(const TensorView& out, const TensorView& a, const TensorView& b, bool accumulate) {
     (void)out, (void)a, (void)b, (void)accumulate;
     return false;

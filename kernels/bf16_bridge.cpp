@@ -186,7 +186,9 @@ class Bf16Bridge final : public Backend {
 
   void matmul(const TensorView& out, const TensorView& a, const TensorView& b, bool accumulate) override {
     if (!any_bf16(out, a, b)) return b_.matmul(out, a, b, accumulate);
-    if (pass_native_ && is_bf16(out) && is_bf16(a) && is_bf16(b) && b_.matmul_bf16_native(out, a, b, accumulate)) {
+    // bf16 × bf16 into bf16, or into float32 (a gradient gathered in float32): the backend's own GEMM if it has one.
+    const bool out_ok = is_bf16(out) || out.dtype == DType::Float32;
+    if (pass_native_ && out_ok && is_bf16(a) && is_bf16(b) && b_.matmul_bf16_native(out, a, b, accumulate)) {
       count_native(BackendFunction::Matmul);
       return;
     }

@@ -138,9 +138,7 @@ ResidualNorm add_rms_norm(const Tensor& x, const Tensor& branch, const Tensor& w
     // Nothing to add (the first block): the plain norm, converted.
     Tensor y = rms_norm(x, weight, eps);
     if (y.dtype() == normed_dtype) return {x, y};
-    Tensor normed = y.to(normed_dtype);
-    if (normed.grad_fn()) normed.grad_fn()->set_gathers_in_float32(true);  // as below
-    return {x, normed};
+    return {x, y.to(normed_dtype)};  // the cast gathers its gradient in float32, as below (to_dtype)
   }
   detail::check_floating(op, branch);
   detail::check_same_dtype(op, x, weight);

@@ -3,7 +3,8 @@
 //   view/reshape: dx = g.reshape(x.shape)      transpose: dx = gᵀ (same dims)
 //   permute: dx = g permuted by the inverse    slice: dx = zeros(x.shape) with g written into the slice
 //   expand: dx = g (the engine sums the expanded dims)   unsqueeze/squeeze: the inverse view
-//   contiguous/clone: dx = g                   to_dtype: dx = g converted back
+//   contiguous/clone: dx = g                   to_dtype: dx = g converted back (float32 → bf16: gathered in
+//                                                float32, and so is its transpose: GradInputs::gathers_in_float32)
 #include <algorithm>
 #include <numeric>
 
@@ -116,8 +117,11 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   std::swap(shape[a], shape[b]);
   std::swap(strides[a], strides[b]);
   Tensor y = make_view(x, shape, strides, x.offset());
-  if (needs_grad(x))
+  if (needs_grad(x)) {
     record("transpose", {&x}, y, [a, b](const Tensor& g, GradInputs& dx) { dx[0] = g.transpose(a, b); });
+    // The transpose of a cast weight (nn::Linear's Wᵀ) gathers like the cast: its backward passes float32 on.
+    if (x.grad_fn() && x.grad_fn()->gathers_in_float32()) y.grad_fn()->set_gathers_in_float32(true);
+  }
   return y;
 }
 
@@ -267,8 +271,12 @@ Tensor to_dtype(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor y = empty(x.shape(), Options(dtype).device(x.device()));
   backend_of(x).copy(kview(y), kview(x));
-  if (is_floating(dtype) && needs_grad(x))
+  if (is_floating(dtype) && needs_grad(x)) {
     record("to_dtype", {&x}, y, [from = x.dtype()](const Tensor& g, GradInputs& dx) { dx[0] = g.to(from); });
+    // float32 → bfloat16 (autocast): the backward widens its gradient anyway, so the gradients of several
+    // readers are summed in float32 and a reader may hand over float32 (GradInputs::gathers_in_float32).
+    if (x.dtype() == kFloat32 && dtype == kBFloat16) y.grad_fn()->set_gathers_in_float32(true);
+  }
   return y;
 }
 

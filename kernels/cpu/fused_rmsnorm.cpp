@@ -110,8 +110,10 @@ void CpuBackend::add_rms_norm(const TensorView& h, const TensorView& y, const Te
   dispatch_floating(x.dtype, op, [&](auto tag) {
     using T = decltype(tag);
     const int64_t R = x.shape[0], C = x.shape[1];
-    const bool contig = x.strides[1] == 1 && branch.strides[1] == 1 && h.strides[1] == 1 && y.strides[1] == 1 &&
-                        weight.strides[0] == 1;
+    // The add's and the norm's operands each decide their own loop: the norm then runs exactly rms_norm's loop
+    // over h (a vectorized sum is ordered by the loop's form, so the same form gives the same bits).
+    const bool add_contig = x.strides[1] == 1 && branch.strides[1] == 1 && h.strides[1] == 1;
+    const bool contig = h.strides[1] == 1 && y.strides[1] == 1 && weight.strides[0] == 1;
     const T* xp = static_cast<const T*>(x.data);
     const T* bp = static_cast<const T*>(branch.data);
     const T* wp = static_cast<const T*>(weight.data);
@@ -124,8 +126,8 @@ void CpuBackend::add_rms_norm(const TensorView& h, const TensorView& y, const Te
         const T* br = bp + i * branch.strides[0];
         T* hr = hp + i * h.strides[0];
         // h = x + branch, stored; the norm then reads the row back while it is in L1.
-        const int64_t oh = contig ? 1 : h.strides[1], ox = contig ? 1 : x.strides[1];
-        const int64_t ob = contig ? 1 : branch.strides[1];
+        const int64_t oh = add_contig ? 1 : h.strides[1], ox = add_contig ? 1 : x.strides[1];
+        const int64_t ob = add_contig ? 1 : branch.strides[1];
         for (int64_t j = 0; j < C; ++j) hr[j * oh] = xr[j * ox] + br[j * ob];
         T* yr = yp + i * y.strides[0];
         rp[i * rstd.strides[0]] =

@@ -165,8 +165,8 @@ Operand<T> operand_of(const TensorView& v) {
 }
 
 // Batch dims merged where every operand's strides allow (out, a, b), size-1 dims dropped.
-template <class T>
-Indexer<3> batch_indexer(const Shape& batch, const Operand<T>& out, const Operand<const T>& a,
+template <class O, class T>
+Indexer<3> batch_indexer(const Shape& batch, const Operand<O>& out, const Operand<const T>& a,
                          const Operand<const T>& b) {
   TensorView vo, va, vb;
   vo.shape = va.shape = vb.shape = batch;
@@ -272,8 +272,19 @@ cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cubl
                                     stride_b, beta, C, CUDA_R_16BF, ldc, stride_c, count, CUBLAS_COMPUTE_32F,
                                     CUBLAS_GEMM_DEFAULT);
 }
-template <class T>
+// bfloat16 in, float32 out (a gradient gathered in float32, beta = 1 adds into it), float32 accumulation.
+cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                    int k, const float* alpha, const bfloat16* A, int lda, long long stride_a,
+                                    const bfloat16* B, int ldb, long long stride_b, const float* beta, float* C,
+                                    int ldc, long long stride_c, int count) {
+  return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, CUDA_R_16BF, lda, stride_a, B, CUDA_R_16BF, ldb,
+                                    stride_b, beta, C, CUDA_R_32F, ldc, stride_c, count, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT);
+}
+template <class T, class O = T>
 constexpr const char* gemm_name() {
+  if constexpr (std::is_same_v<T, bfloat16> && std::is_same_v<O, float>)
+    return "cublasGemmStridedBatchedEx (bf16 -> float32)";
   if constexpr (std::is_same_v<T, bfloat16>) return "cublasGemmStridedBatchedEx (bf16)";
   else return sizeof(T) == 4 ? "cublasSgemmStridedBatched" : "cublasDgemmStridedBatched";
 }
@@ -340,8 +351,9 @@ Operand<const T> pack(ScratchBuffer& buf, const Operand<const T>& in, const Shap
 inline bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 // The cuBLAS path; returns false (nothing done) when the problem does not fit cuBLAS's int sizes.
-template <class T>
-bool cublas_matmul(CudaBackend& backend, Operand<T> out, Operand<const T> a, Operand<const T> b, const Shape& batch,
+// O: the output's element type — T, or float for bfloat16 operands (gemm_strided_batched's overloads).
+template <class T, class O = T>
+bool cublas_matmul(CudaBackend& backend, Operand<O> out, Operand<const T> a, Operand<const T> b, const Shape& batch,
                    int64_t M, int64_t N, int64_t K, bool accumulate) {
   if (!fits_int(M) || !fits_int(N) || !fits_int(K)) return false;
   BlasLayout la = blas_layout(M, K, a.rs, a.cs), lb = blas_layout(K, N, b.rs, b.cs);
@@ -353,7 +365,7 @@ bool cublas_matmul(CudaBackend& backend, Operand<T> out, Operand<const T> a, Ope
   const size_t es = sizeof(T);
   const size_t a_bytes = la.direct ? 0 : static_cast<size_t>(n_batch * M * K) * es;
   const size_t b_bytes = lb.direct ? 0 : static_cast<size_t>(n_batch * K * N) * es;
-  const size_t c_bytes = lo.direct ? 0 : static_cast<size_t>(n_batch * M * N) * es;
+  const size_t c_bytes = lo.direct ? 0 : static_cast<size_t>(n_batch * M * N) * sizeof(O);
   ScratchBuffer a_buf(backend, a_bytes), b_buf(backend, b_bytes), c_buf(backend, c_bytes);
   if (!la.direct) {
     a = pack<T>(a_buf, a, batch, M, K);
@@ -363,12 +375,12 @@ bool cublas_matmul(CudaBackend& backend, Operand<T> out, Operand<const T> a, Ope
     b = pack<T>(b_buf, b, batch, K, N);
     lb = {true, false, N};
   }
-  const Operand<T> final_out = out;
+  const Operand<O> final_out = out;
   if (!lo.direct) {  // compute into a dense [batch..., M, N] buffer, unpack after
     const Shape dense = contiguous_strides(with_matrix(batch, M, N));
-    T* c = c_buf.as<T>();
+    O* c = c_buf.as<O>();
     if (accumulate)
-      copy_matrices<T>(c, dense, out.data, with_matrix(out.batch_strides, out.rs, out.cs), with_matrix(batch, M, N));
+      copy_matrices<O>(c, dense, out.data, with_matrix(out.batch_strides, out.rs, out.cs), with_matrix(batch, M, N));
     out = {c, N, 1, Shape(dense.begin(), dense.end() - 2)};
     lo = {true, false, N};
   }
@@ -403,7 +415,7 @@ bool cublas_matmul(CudaBackend& backend, Operand<T> out, Operand<const T> a, Ope
     outer.offsets(o, off);
     for (int64_t first = 0; first < count; first += INT_MAX) {
       const int chunk = static_cast<int>(std::min<int64_t>(count - first, INT_MAX));
-      T* C = out.data + off[0] + first * stride_c;
+      O* C = out.data + off[0] + first * stride_c;
       const T* A = a.data + off[1] + first * stride_a;
       const T* B = b.data + off[2] + first * stride_b;
       cublasStatus_t s;
@@ -413,11 +425,11 @@ bool cublas_matmul(CudaBackend& backend, Operand<T> out, Operand<const T> a, Ope
       else
         s = gemm_strided_batched(h, op_a, op_b, int(M), int(N), int(K), &alpha, A, int(la.ld), stride_a, B,
                                  int(lb.ld), stride_b, &beta, C, int(lo.ld), stride_c, chunk);
-      check_cublas(s, gemm_name<T>());
+      check_cublas(s, gemm_name<T, O>());
     }
   }
   if (final_out.data != out.data)
-    copy_matrices<T>(final_out.data, with_matrix(final_out.batch_strides, final_out.rs, final_out.cs), out.data,
+    copy_matrices<O>(final_out.data, with_matrix(final_out.batch_strides, final_out.rs, final_out.cs), out.data,
                      with_matrix(out.batch_strides, out.rs, out.cs), with_matrix(batch, M, N));
   return true;
 }
@@ -494,14 +506,22 @@ bool CudaBackend::matmul_bf16_native(const TensorView& out_v, const TensorView& 
 #else
   const int nd = out_v.ndim();
   if (matmul_impl() != MatmulImpl::Cublas || nd < 2 || a_v.ndim() != nd || b_v.ndim() != nd) return false;
+  if (a_v.dtype != DType::BFloat16 || b_v.dtype != DType::BFloat16 ||
+      (out_v.dtype != DType::BFloat16 && out_v.dtype != DType::Float32))
+    return false;
   const int64_t M = out_v.shape[nd - 2], N = out_v.shape[nd - 1], K = a_v.shape[nd - 1];
   TG_CHECK(a_v.shape[nd - 2] == M && b_v.shape[nd - 2] == K && b_v.shape[nd - 1] == N,
            "matmul: shapes {} @ {} do not give {}", a_v.shape, b_v.shape, out_v.shape);
   const Shape batch(out_v.shape.begin(), out_v.shape.end() - 2);
   if (M == 0 || N == 0 || batch.numel() == 0) return true;
   if (K == 0) return false;  // the bridge's float32 path writes the zeros
-  const Operand<bfloat16> out = operand_of<bfloat16>(out_v);
   const Operand<const bfloat16> a = operand_of<const bfloat16>(a_v), b = operand_of<const bfloat16>(b_v);
+  if (out_v.dtype == DType::Float32) {  // a gradient gathered in float32 (autograd/ops/matmul.cpp)
+    const Operand<float> out = operand_of<float>(out_v);
+    if (output_shared(batch_indexer(batch, out, a, b))) return false;
+    return cublas_matmul<bfloat16, float>(*this, out, a, b, batch, M, N, K, accumulate);
+  }
+  const Operand<bfloat16> out = operand_of<bfloat16>(out_v);
   if (output_shared(batch_indexer(batch, out, a, b))) return false;
   return cublas_matmul<bfloat16>(*this, out, a, b, batch, M, N, K, accumulate);
 #endif

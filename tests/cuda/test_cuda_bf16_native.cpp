@@ -11,11 +11,12 @@ namespace cu = tapegrad::kernels::cuda;
 
 namespace {
 
-// a @ b in bf16 on both backends (out of shape `out_shape`, optionally accumulating onto `init`).
+// a @ b in bf16 on both backends (out of shape `out_shape` in bf16 or float32 — a gradient gathered in float32
+// —, optionally accumulating onto `init`).
 void check_bf16_matmul(const char* what, const Tensor& a32, const Tensor& b32, const Shape& out_shape,
-                       bool accumulate, bool transpose_b) {
+                       bool accumulate, bool transpose_b, DType out_dtype = kBFloat16) {
   const Tensor a = a32.to(kBFloat16), b = b32.to(kBFloat16);
-  const Tensor init = randn(out_shape, kFloat32).to(kBFloat16);
+  const Tensor init = randn(out_shape, kFloat32).to(out_dtype);
   Tensor want = init.clone();
   const Tensor bv = transpose_b ? b.transpose(-1, -2) : b;
   cpu_be().matmul(view(want), view(a), view(bv), accumulate);
@@ -29,7 +30,9 @@ void check_bf16_matmul(const char* what, const Tensor& a32, const Tensor& b32, c
   } else {
     CHECK(native);
   }
-  expect_close(want, got, 1e-2, 1e-2, what);
+  // A float32 output is not rounded to bf16: only the order of the float32 sums differs.
+  const double tol = out_dtype == kFloat32 ? 1e-4 : 1e-2;
+  expect_close(want, got, tol, tol, what);
 }
 
 }  // namespace
@@ -40,6 +43,9 @@ TEST_CASE("bf16 matmul on the GPU's own path against the CPU's bf16 matmul", "[c
   check_bf16_matmul("transposed b (a Linear's weight)", randn({2, 17, 64}), randn({2, 40, 64}), {2, 17, 40}, false,
                     true);
   check_bf16_matmul("batched 4-D", randn({2, 3, 31, 16}), randn({2, 3, 16, 31}), {2, 3, 31, 31}, false, false);
+  check_bf16_matmul("into float32", randn({67, 129}), randn({129, 33}), {67, 33}, false, false, kFloat32);
+  check_bf16_matmul("added into float32 (dA gathered: the GEMM's beta = 1)", randn({2, 17, 64}), randn({2, 40, 64}),
+                    {2, 17, 40}, true, true, kFloat32);
 }
 
 TEST_CASE("bf16 matmul through the autograd op: forward and backward on cuda against the cpu", "[cuda][matmul][bf16]") {
