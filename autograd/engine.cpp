@@ -375,6 +375,10 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
     } catch (const Error& e) {
       throw Error(fmt::format("backward of '{}' (tape entry #{}): {}", n->name_, n->seq_, e.what()));
     }
+    // Dropped before the inputs' gradients are passed on: a backward that hands g on as it is, or as a view
+    // (to() of its own dtype, transpose, reshape), then passes a buffer nobody else holds, which the next
+    // entry or leaf takes over instead of copying (accumulate, accumulate_into_leaf).
+    g = Tensor();
     if (!retain_graph) {
       n->release();
       n->released_ = true;

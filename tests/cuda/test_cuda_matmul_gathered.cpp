@@ -36,3 +36,22 @@ TEST_CASE("bf16 matmuls reading one input gather dA in one float32 buffer on the
   CHECK(on_gpu.dtype() == kFloat32);
   expect_close(on_cpu, on_gpu, 1e-5, 1e-5, "x.grad");
 }
+
+TEST_CASE("a float32 weight's gradient through its transpose is taken over, not copied", "[cuda][matmul_gathered]") {
+  // y = x Wᵀ: dW comes out of the GEMM as (Gᵀ X)ᵀ, passes the transpose entry, and becomes W.grad — the engine
+  // drops the gradient an entry received before passing its inputs' on, so that buffer is W.grad itself.
+  const int64_t N = 4, C = 256, O = 512;
+  Generator gen(6);
+  Tensor w = randn({O, C}, kFloat32, &gen).to(gpu()).requires_grad_(true);
+  const Tensor x = randn({N, C}, kFloat32, &gen).to(gpu());
+  const Tensor loss = matmul(x, w.t()).sum();
+  const size_t before = cu::memory_stats().allocated_bytes;
+  cu::reset_peak_memory_stats();
+  loss.backward();
+  const size_t peak = cu::memory_stats().peak_allocated_bytes - before;
+  const size_t one = static_cast<size_t>(O * C) * sizeof(float);
+  INFO("peak during backward " << peak << " bytes; dW is " << one);
+  CHECK(peak >= one);
+  CHECK(peak <= one + one / 4);
+  expect_close(matmul(ones({O, N}), x.to(Device::cpu())), w.grad(), 1e-5, 1e-5, "dW = Gᵀ X");
+}
