@@ -263,22 +263,17 @@ cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cubl
   return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
                                    stride_c, count);
 }
-// bfloat16 in and out, float32 accumulation and scalars (tensor cores).
+// bfloat16 in; bfloat16 out, or float32 out (a gradient gathered in float32: beta = 1 adds into it); float32
+// accumulation and scalars (tensor cores).
+template <class O>
 cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                     int k, const float* alpha, const bfloat16* A, int lda, long long stride_a,
-                                    const bfloat16* B, int ldb, long long stride_b, const float* beta, bfloat16* C,
+                                    const bfloat16* B, int ldb, long long stride_b, const float* beta, O* C,
                                     int ldc, long long stride_c, int count) {
+  static_assert(std::is_same_v<O, bfloat16> || std::is_same_v<O, float>, "bf16 GEMM: bf16 or float32 output");
+  constexpr cudaDataType_t c_type = std::is_same_v<O, float> ? CUDA_R_32F : CUDA_R_16BF;
   return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, CUDA_R_16BF, lda, stride_a, B, CUDA_R_16BF, ldb,
-                                    stride_b, beta, C, CUDA_R_16BF, ldc, stride_c, count, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT);
-}
-// bfloat16 in, float32 out (a gradient gathered in float32, beta = 1 adds into it), float32 accumulation.
-cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                                    int k, const float* alpha, const bfloat16* A, int lda, long long stride_a,
-                                    const bfloat16* B, int ldb, long long stride_b, const float* beta, float* C,
-                                    int ldc, long long stride_c, int count) {
-  return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, CUDA_R_16BF, lda, stride_a, B, CUDA_R_16BF, ldb,
-                                    stride_b, beta, C, CUDA_R_32F, ldc, stride_c, count, CUBLAS_COMPUTE_32F,
+                                    stride_b, beta, C, c_type, ldc, stride_c, count, CUBLAS_COMPUTE_32F,
                                     CUBLAS_GEMM_DEFAULT);
 }
 template <class T, class O = T>
