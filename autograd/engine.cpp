@@ -206,10 +206,14 @@ void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
 
 }  // namespace
 
-bool GradInputs::gathers_in_float32(size_t i) const {
-  const Edge& e = edges_[i];
-  return e.node && e.node->gathers_in_float32_ && e.dtype == kBFloat16;
-}
+namespace {
+
+// A bfloat16 input whose entry sums its gradients in float32: it may be handed float32 (GradInputs).
+bool gathers_in_float32(const Edge& e) { return e.node && e.node->gathers_in_float32() && e.dtype == kBFloat16; }
+
+}  // namespace
+
+bool GradInputs::gathers_in_float32(size_t i) const { return tapegrad::gathers_in_float32(edges_[i]); }
 
 Tensor GradInputs::take_gathered(size_t i) {
   const Edge& e = edges_[i];
@@ -392,7 +396,7 @@ void Engine::run(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       Tensor gi = std::move(grads[i]);
       if (gi.shape() != e.shape) gi = detail::sum_to(gi, e.shape);
       // A float32 gradient for a bfloat16 input whose entry gathers in float32 stays float32 (GradInputs).
-      const bool keep_float32 = e.node && e.node->gathers_in_float32_ && e.dtype == kBFloat16 && gi.dtype() == kFloat32;
+      const bool keep_float32 = gi.dtype() == kFloat32 && gathers_in_float32(e);
       if (gi.dtype() != e.dtype && !keep_float32) gi = gi.to(e.dtype);
       if (retain) n->retained_->input_grads[i] = gi;
       if (e.node) accumulate(e.node->pending_, std::move(gi), e.node->gathers_in_float32_);

@@ -7,11 +7,13 @@
 //  * every layout the fold and the batch take (3-D @ 2-D folded, batched, a broadcast over the batch, a strided
 //    gathered gradient, a transposed weight) gives the float64 reference's gradient, and the float64 gradcheck
 //    of a graph with three readers passes;
-//  * the engine passes a float32 gradient on to a bf16 input only where its entry gathers in float32.
+//  * the engine passes a float32 gradient on to a bf16 input only where its entry gathers in float32 (a probe
+//    entry shows the dtype it receives).
 #include <catch2/catch.hpp>
 
 #include "autograd/gradcheck.h"
 #include "autograd/tapegrad.h"
+#include "tests/grad_probe.h"
 
 using namespace tapegrad;
 
@@ -129,11 +131,18 @@ TEST_CASE("a float32 gradient reaches a bf16 input only where its entry gathers 
     (matmul(x.to(kBFloat16), w.t()).to(kFloat32) * r).sum().backward();
     CHECK(max_rel_error(x.grad(), matmul(r.to(kFloat64), w.to(kFloat64))) < 2e-6);
   }
-  SECTION("any other bf16 input gets a bf16 gradient, as before") {
-    Tensor x = bf16_values({4, 8}, gen).to(kBFloat16).requires_grad_(true);  // a bf16 leaf
-    Tensor h = x * 1.0;                                                          // its entry: mul, not gathering
-    (matmul(h, w.t()).to(kFloat32).sum() + matmul(h, w.t()).to(kFloat32).sum()).backward();
-    CHECK(x.grad().dtype() == kBFloat16);
+  SECTION("another bf16 entry receives bf16, as before; the same entry set to gather in float32 receives float32") {
+    for (const bool gathers : {false, true}) {
+      CAPTURE(gathers);
+      Tensor x = bf16_values({4, 8}, gen).to(kBFloat16).requires_grad_(true);
+      Tensor seen;  // what the entry between x and the two matmuls receives
+      const Tensor h = testing::probe(x, &seen);
+      if (gathers) h.grad_fn()->set_gathers_in_float32(true);
+      (matmul(h, w.t()).to(kFloat32).sum() + matmul(h, w.t()).to(kFloat32).sum()).backward();
+      REQUIRE(seen.defined());
+      CHECK(seen.dtype() == (gathers ? kFloat32 : kBFloat16));
+      CHECK(x.grad().dtype() == kBFloat16);  // a leaf's gradient has its own dtype either way
+    }
   }
 }
 
