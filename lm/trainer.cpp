@@ -27,11 +27,13 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Weight decay on matrices (embeddings, linear weights), none on vectors (RMSNorm gains).
-std::vector<optim::ParamGroup> param_groups(const nn::TransformerLM& model) {
-  std::vector<Tensor> decay, no_decay;
-  for (const auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  // Every TransformerLM has RMSNorm gains, so both groups are non-empty.
-  return {optim::ParamGroup(std::move(decay)), optim::ParamGroup(std::move(no_decay), std::nullopt, 0.0)};
+// The parameters for optim::make_lm_optimizer: the 2-D weights inside the blocks ("layers.…") are the hidden
+// matrices Muon may take; the embedding, the LM head and the gains are not.
+std::vector<optim::NamedParameter> named_for_optimizer(const nn::TransformerLM& model) {
+  std::vector<optim::NamedParameter> out;
+  for (const auto& [name, p] : model.named_parameters())
+    out.push_back({name, p, p.dim() == 2 && name.starts_with("layers.")});
+  return out;
 }
 
 // Removes `dirs` (innermost first; each only while it is empty) when it goes out of scope, unless
@@ -79,6 +81,11 @@ std::map<std::string, std::string> TrainOptions::to_map() const {
           {"steps", exact(steps)},             {"lr", exact(lr)},
           {"min_lr", exact(min_lr)},           {"warmup_steps", exact(warmup_steps)},
           {"cosine_steps", exact(cosine_steps)}, {"beta1", exact(beta1)},
+          {"schedule", optim::schedule_kind_name(schedule)}, {"decay_fraction", exact(decay_fraction)},
+          {"optimizer", optim::optimizer_kind_name(optimizer)}, {"muon_lr", exact(muon_lr)},
+          {"muon_momentum", exact(muon_momentum)}, {"muon_weight_decay", exact(muon_weight_decay)},
+          {"muon_nesterov", muon_nesterov ? "true" : "false"}, {"muon_ns_steps", exact(muon_ns_steps)},
+          {"muon_adjust_lr", optim::muon_lr_adjust_name(muon_adjust_lr)},
           {"beta2", exact(beta2)},             {"eps", exact(eps)},
           {"weight_decay", exact(weight_decay)}, {"grad_clip", exact(grad_clip)},
           {"seed", exact(seed)},               {"out_dir", out_dir},
@@ -114,6 +121,19 @@ void TrainOptions::validate() const {
   TG_CHECK(keep_last >= 1, "--keep-last must be at least 1, but is {}", keep_last);
   // The schedule: 0 keeps its documented meaning (at the end / the default), a negative value is a mistake.
   TG_CHECK(cosine_steps >= 0, "--cosine-steps must be >= 0 (0: steps), but is {}", cosine_steps);
+  TG_CHECK(decay_fraction > 0 && decay_fraction <= 1, "--decay-fraction must be in (0, 1], but is {}", decay_fraction);
+  if (schedule == optim::ScheduleKind::Wsd) {
+    const int64_t decay = optim::wsd_decay_iters(steps, decay_fraction);
+    TG_CHECK(warmup_steps <= steps - decay,
+             "--warmup-steps {} runs into the decay: with --schedule wsd the last {} of {} steps decay "
+             "(--decay-fraction {}), so the warm-up must end by step {}",
+             warmup_steps, decay, steps, decay_fraction, steps - decay);
+  }
+  TG_CHECK(std::isfinite(muon_lr) && muon_lr >= 0, "--muon-lr must be finite and >= 0, but is {}", muon_lr);
+  TG_CHECK(muon_momentum >= 0 && muon_momentum < 1, "--muon-momentum must be in [0, 1), but is {}", muon_momentum);
+  TG_CHECK(std::isfinite(muon_weight_decay) && muon_weight_decay >= 0,
+           "--muon-weight-decay must be finite and >= 0, but is {}", muon_weight_decay);
+  TG_CHECK(muon_ns_steps >= 0 && muon_ns_steps < 100, "--muon-ns-steps must be in [0, 100), but is {}", muon_ns_steps);
   TG_CHECK(eval_every >= 0, "--eval-every must be >= 0 (0: only at the end), but is {}", eval_every);
   TG_CHECK(eval_batch_size >= 0, "--eval-batch-size must be >= 0 (0: the batch size), but is {}", eval_batch_size);
   TG_CHECK(checkpoint_every >= 0, "--checkpoint-every must be >= 0 (0: only at the end), but is {}", checkpoint_every);
@@ -208,10 +228,19 @@ void Trainer::build_model(const nn::TransformerLMConfig& config) {
   // --precision tf32: TF32 tensor cores for the GPU's float32 matmuls (the CPU has none: fp32 there).
   if (options_.device.type == DeviceType::CUDA)
     kernels::set_cuda_allow_tf32(options_.precision == nn::Precision::TF32);
-  optimizer_ = std::make_unique<optim::AdamW>(param_groups(*model_), optim::AdamWOptions(options_.lr)
-                                                                           .betas(options_.beta1, options_.beta2)
-                                                                           .eps(options_.eps)
-                                                                           .weight_decay(options_.weight_decay));
+  const TrainOptions& o = options_;
+  optim::LmOptimizerSettings settings;
+  settings.kind = o.optimizer;
+  settings.adamw = optim::AdamWOptions(o.lr).betas(o.beta1, o.beta2).eps(o.eps).weight_decay(o.weight_decay);
+  // Newton–Schulz in bf16 on a GPU (as nanochat and modded-nanogpt), in float32 on the CPU (no faster in bf16).
+  settings.muon = optim::MuonOptions(o.muon_lr)
+                      .momentum(o.muon_momentum)
+                      .nesterov(o.muon_nesterov)
+                      .weight_decay(o.muon_weight_decay)
+                      .ns_steps(int(o.muon_ns_steps))
+                      .adjust_lr(o.muon_adjust_lr)
+                      .ns_dtype(o.device.type == DeviceType::CUDA ? std::optional<DType>(kBFloat16) : std::nullopt);
+  optimizer_ = optim::make_lm_optimizer(named_for_optimizer(*model_), settings);
   if (ranks > 1) {
     // The same seed gives every rank the same weights; broadcasting rank 0's makes sure of it.
     for (auto& [name, p] : model_->named_parameters()) comm_->broadcast(p, 0);
@@ -305,12 +334,18 @@ std::string Trainer::first_nonfinite_gradient() const {
   return "";
 }
 
+double Trainer::scheduled_lr() const {
+  const TrainOptions& o = options_;
+  if (o.schedule == optim::ScheduleKind::Wsd)
+    return optim::wsd_lr(step_, o.lr, o.min_lr, o.warmup_steps, o.steps, optim::wsd_decay_iters(o.steps, o.decay_fraction));
+  return optim::cosine_lr(step_, o.lr, o.min_lr, o.warmup_steps, o.cosine_steps > 0 ? o.cosine_steps : o.steps);
+}
+
 StepStats Trainer::train_step() {
   if (options_.cuda_graph && eager_steps_ >= kCudaGraphWarmupSteps) return graph_step();
   const auto t0 = Clock::now();
   const nn::TransformerLMConfig& c = model_->config;
-  const int64_t cosine = options_.cosine_steps > 0 ? options_.cosine_steps : options_.steps;
-  const double lr = optim::cosine_lr(step_, options_.lr, options_.min_lr, options_.warmup_steps, cosine);
+  const double lr = scheduled_lr();
   DetectAnomalyGuard anomaly(options_.detect_anomaly);
   nn::PrecisionGuard precision(options_.precision);
   optimizer_->zero_grad();
@@ -395,7 +430,9 @@ StepStats Trainer::finish_step(const std::vector<double>& losses, double norm, d
                                     std::isnan(norm) ? std::string("NaN") : fmt::format("{}", norm),
                                     name.empty() ? "(none)" : name));
   }
-  optimizer_->set_lr(lr);  // every group
+  // Every group in proportion to its initial lr (a Muon group's differs from AdamW's).
+  if (options_.lr > 0) optimizer_->set_lr_relative(lr, options_.lr);
+  else optimizer_->set_lr(0.0);
   update();
   ++step_;
   tokens_ += step_tokens;
@@ -414,8 +451,7 @@ StepStats Trainer::finish_step(const std::vector<double>& losses, double norm, d
 StepStats Trainer::graph_step() {
   const auto t0 = Clock::now();
   const nn::TransformerLMConfig& c = model_->config;
-  const int64_t cosine = options_.cosine_steps > 0 ? options_.cosine_steps : options_.steps;
-  const double lr = optim::cosine_lr(step_, options_.lr, options_.min_lr, options_.warmup_steps, cosine);
+  const double lr = scheduled_lr();
   const double max_norm = options_.grad_clip > 0 ? options_.grad_clip : std::numeric_limits<double>::max();
   nn::PrecisionGuard precision(options_.precision);
   kernels::Backend& backend = kernels::backend(options_.device);
@@ -464,6 +500,10 @@ StepStats Trainer::graph_step() {
   const double norm = losses.back();
   losses.pop_back();
   return finish_step(losses, norm, lr, step_tokens, t0, [&] {
+    if (!optimizer_->has_device_step()) {  // (Muon) the update runs eagerly after the graph
+      optimizer_->step();
+      return;
+    }
     // graph 2: AdamW with this step's scalars (written to the device now), captured when its runs are new
     optimizer_->prepare_device_step();
     if (cs.update == nullptr || cs.update_runs_version != optimizer_->device_runs_version()) {

@@ -8,8 +8,9 @@
 // One optimizer step: grad_accum micro-batches of batch_size random windows (data::get_batch from
 // the data generator), loss_i/grad_accum backpropagated for each (so the gradient is that of the
 // mean loss), the global gradient norm computed (and clipped to grad_clip when > 0), lr set from
-// the cosine schedule with warm-up (optim::cosine_lr: lr(t), t = the step about to be taken),
-// AdamW (decay on matrices only: embeddings and linear weights, not the RMSNorm gains).
+// the schedule with warm-up (optim/lr_schedule.h, cosine or WSD: lr(t), t = the step about to be taken;
+// every group in proportion to its initial lr), the optimizer's step (optim/lm_optimizer.h: AdamW, or
+// Muon for the blocks' matrices with AdamW for the rest; decay on matrices only, not the RMSNorm gains).
 //
 // Exact resume: a checkpoint holds the model, AdamW's state, the step and the data generator's
 // state (which fixes every future batch), so N steps + resume + M steps reproduces N+M steps bit
@@ -57,8 +58,9 @@
 #include "lm/sft_data.h"
 #include "nn/precision.h"
 #include "nn/transformer_lm.h"
-#include "optim/adamw.h"
 #include "optim/checkpoint.h"
+#include "optim/lm_optimizer.h"
+#include "optim/lr_schedule.h"
 
 namespace tapegrad::lm {
 
@@ -72,10 +74,21 @@ struct TrainOptions {
   int64_t batch_size = 32;          // windows per micro-batch (B)
   int64_t grad_accum = 1;           // micro-batches per optimizer step
   int64_t steps = 1000;             // total optimizer steps (the run ends there)
-  double lr = 1e-3, min_lr = 1e-4;  // cosine from lr down to min_lr
+  double lr = 1e-3, min_lr = 1e-4;  // the schedule from lr down to min_lr (AdamW's lr; Muon's moves in proportion)
   int64_t warmup_steps = 0;         // linear warm-up from 0
+  // optim/lr_schedule.h: cosine (to cosine_steps) or warmup–stable–decay (a linear decay over the last
+  // decay_fraction of the steps)
+  optim::ScheduleKind schedule = optim::ScheduleKind::Cosine;
   int64_t cosine_steps = 0;         // end of the cosine (0: steps; negative is refused)
+  double decay_fraction = 0.2;      // WSD: the share of the steps that decays, in (0, 1]
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+  // optim/lm_optimizer.h: adamw, or muon (Muon for the blocks' weight matrices, AdamW with the settings above
+  // for the rest); the Muon settings (optim/muon.h), its lr the value at the schedule's peak
+  optim::OptimizerKind optimizer = optim::OptimizerKind::AdamW;
+  double muon_lr = 0.02, muon_momentum = 0.95, muon_weight_decay = 0.0;
+  bool muon_nesterov = true;
+  int64_t muon_ns_steps = 5;
+  optim::MuonLrAdjust muon_adjust_lr = optim::MuonLrAdjust::Original;
   double grad_clip = 1.0;           // 0: no clipping (the norm is still computed and logged); negative is refused
   uint64_t seed = 1337;             // model initialisation and data order
   std::string out_dir;              // "" : no files at all (a library user's choice)
@@ -203,6 +216,7 @@ class Trainer {
   StepStats finish_step(const std::vector<double>& losses, double norm, double lr, uint64_t step_tokens,
                         std::chrono::steady_clock::time_point t0, const std::function<void()>& update);
   void check_options_and_ranks();
+  double scheduled_lr() const;  // the lr of the step about to be taken (step_), for the AdamW groups
   void build_model(const nn::TransformerLMConfig& config);  // model, optimizer, gradient sync, run directory
   data::Batch next_sft_batch(uint64_t& tokens);  // batch_size examples drawn by data_gen_; adds their input tokens
 
@@ -211,7 +225,7 @@ class Trainer {
   std::optional<data::TokenSource> val_;
   std::unique_ptr<SftData> sft_;            // instruction tuning (instead of train_/val_)
   std::unique_ptr<nn::TransformerLM> model_;
-  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<optim::Optimizer> optimizer_;  // optim::make_lm_optimizer's choice
   Generator data_gen_;
   int64_t step_ = 0;
   uint64_t tokens_ = 0;

@@ -1,15 +1,19 @@
 // embedding.cpp — Embedding's init, id validation and lookup.
 #include "nn/embedding.h"
 
+#include <cmath>
+
 #include "autograd/int8_ops.h"
 
 namespace tapegrad::nn {
 
-Embedding::Embedding(int64_t v, int64_t c, DType dtype, Generator* gen) : num_embeddings(v), embedding_dim(c) {
+Embedding::Embedding(int64_t v, int64_t c, DType dtype, Generator* gen, double init_std)
+    : num_embeddings(v), embedding_dim(c) {
   TG_CHECK(v > 0 && c > 0, "Embedding: sizes must be positive, got vocab {} dim {}", v, c);
+  TG_CHECK(std::isfinite(init_std) && init_std > 0, "Embedding: init_std must be positive, but is {}", init_std);
   weight = register_parameter("weight", SkipParameterInitGuard::active()
                                             ? empty({v, c}, dtype)
-                                            : trunc_normal({v, c}, 0.0, 1.0, -3.0, 3.0, dtype, gen));
+                                            : trunc_normal({v, c}, 0.0, init_std, -3.0 * init_std, 3.0 * init_std, dtype, gen));
 }
 
 Tensor Embedding::forward(const Tensor& ids) const {

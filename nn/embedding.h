@@ -1,5 +1,6 @@
 // embedding.h — Embedding: a lookup table weight [V, C]; ids [...] int → [..., C].
-// Init (CS336): N(0, 1) truncated at ±3.
+// Init (CS336): N(0, σ²) truncated at ±3σ, σ = init_std (1 by default; a TransformerLM whose head is tied to
+// this table uses 1/√C, nn/transformer_lm.h).
 // With int8 rows (quantize_int8 / set_int8_weight, as nn/linear.h) a lookup dequantizes the rows it
 // returns, and `weight` is released.
 #pragma once
@@ -12,7 +13,8 @@ namespace tapegrad::nn {
 
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim, DType dtype = kFloat32, Generator* gen = nullptr);
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, DType dtype = kFloat32, Generator* gen = nullptr,
+            double init_std = 1.0);
   // ids [...] (int64/int32, each in [0, V)) → [..., C]; an id out of range is a tapegrad::Error.
   Tensor forward(const Tensor& ids) const;
   Tensor operator()(const Tensor& ids) const { return forward(ids); }

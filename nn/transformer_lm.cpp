@@ -1,6 +1,8 @@
 // transformer_lm.cpp — config validation, construction and the forward pass of TransformerLM.
 #include "nn/transformer_lm.h"
 
+#include <cmath>
+
 #include "autograd/int8_ops.h"
 #include "nn/precision.h"
 
@@ -27,8 +29,12 @@ TransformerLM::TransformerLM(const TransformerLMConfig& c, Generator* gen) : con
   const DType dt = config.dtype;
   rope = std::make_shared<RotaryEmbedding>(config.rope_theta, config.d_model / config.n_heads, config.context_length,
                                            dt);
-  token_embeddings = register_module("token_embeddings",
-                                     std::make_shared<Embedding>(config.vocab_size, config.d_model, dt, gen));
+  // Tied, the table is also the classifier: logit_v = x̂·E_v with x̂ = the final norm's output (RMS 1), so
+  // E_v ~ N(0, 1) would give logits of standard deviation √C (and the input token's own logit ≈ C): a first
+  // loss of ~70 where ln V ≈ 5.5. σ = 1/√C makes the logits ~N(0, 1) at the start.
+  const double embedding_std = config.tie_embeddings ? 1.0 / std::sqrt(double(config.d_model)) : 1.0;
+  token_embeddings = register_module(
+      "token_embeddings", std::make_shared<Embedding>(config.vocab_size, config.d_model, dt, gen, embedding_std));
   layers = register_module("layers", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < config.n_layers; ++i)
     blocks.push_back(layers->push_back(std::make_shared<TransformerBlock>(

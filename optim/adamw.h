@@ -55,13 +55,14 @@ class AdamW final : public Optimizer {
   // parameters into runs that share lr, weight decay, t and device (as step() does) and copies each run's
   // scalars (adamw_step_scalars) into a float64 [7] tensor on its device, kept from one call to the next
   // while the runs stay the same (device_runs_version() counts the changes).
-  void prepare_device_step();
+  void prepare_device_step() override;
   // The device half: one adamw_update_many_from_device_ per run of the last prepare_device_step(), reading
   // the scalars it wrote. Throws before any prepare_device_step().
-  void step_from_device();
+  void step_from_device() override;
+  bool has_device_step() const override { return true; }
   // Changes whenever prepare_device_step() made new runs (other parameters, groups, devices): a graph that
   // captured step_from_device() is valid only while this stays what it was then.
-  uint64_t device_runs_version() const { return device_runs_version_; }
+  uint64_t device_runs_version() const override { return device_runs_version_; }
   const AdamWOptions& options() const { return options_; }
   std::map<std::string, double> fixed_hyperparameters() const override {
     return {{"beta1", options_.beta1_}, {"beta2", options_.beta2_}, {"eps", options_.eps_}};

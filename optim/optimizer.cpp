@@ -61,6 +61,7 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double de
   }
   TG_CHECK(i > 0, "{}: got an empty parameter list", name_);
   state_.resize(i);
+  for (const ParamGroup& g : groups_) initial_lr_.push_back(*g.lr);
 }
 
 void Optimizer::zero_grad() {
@@ -82,6 +83,27 @@ void Optimizer::set_lr(size_t group, double lr) {
   TG_CHECK(group < groups_.size(), "{}: set_lr: group {} out of range ({} groups)", name_, group, groups_.size());
   check_lr(name_, lr);
   groups_[group].lr = lr;
+}
+
+double Optimizer::initial_lr(size_t group) const {
+  TG_CHECK(group < groups_.size(), "{}: initial_lr: group {} out of range ({} groups)", name_, group, groups_.size());
+  return initial_lr_[group];
+}
+
+void Optimizer::set_lr_relative(double lr, double reference_lr) {
+  check_lr(name_, lr);
+  TG_CHECK(std::isfinite(reference_lr) && reference_lr > 0, "{}: set_lr_relative: the reference lr must be > 0, but is {}",
+           name_, reference_lr);
+  for (size_t g = 0; g < groups_.size(); ++g)  // lr·initial/reference, exactly lr for the reference's own groups
+    groups_[g].lr = initial_lr_[g] == reference_lr ? lr : lr * (initial_lr_[g] / reference_lr);
+}
+
+void Optimizer::prepare_device_step() {
+  throw Error(fmt::format("{}: this optimizer has no device step (has_device_step() is false)", name_));
+}
+
+void Optimizer::step_from_device() {
+  throw Error(fmt::format("{}: this optimizer has no device step (has_device_step() is false)", name_));
 }
 
 double Optimizer::weight_decay(size_t group) const {

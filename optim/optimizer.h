@@ -19,6 +19,7 @@
 // Hyperparameters (lr, weight decay) are not part of state(): a schedule sets them each step.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -56,6 +57,12 @@ class Optimizer {
   double lr(size_t group = 0) const;
   void set_lr(double lr);
   void set_lr(size_t group, double lr);
+  // The lr group `group` had when the optimizer was made (PyTorch's group["initial_lr"]).
+  double initial_lr(size_t group = 0) const;
+  // A schedule computed for `reference_lr` moves every group in proportion (PyTorch's LambdaLR):
+  // group g gets lr·initial_lr(g)/reference_lr — exactly `lr` where initial_lr(g) == reference_lr. So a
+  // Muon group made with lr 0.02 beside AdamW groups made with 1e-3 follows the same warm-up and decay.
+  void set_lr_relative(double lr, double reference_lr);
   double weight_decay(size_t group = 0) const;
   void set_weight_decay(size_t group, double weight_decay);
 
@@ -71,10 +78,20 @@ class Optimizer {
   virtual std::map<std::string, double> fixed_hyperparameters() const = 0;
 
   // Copies of the per-parameter state (see the header comment for the names).
-  StateList state() const;
+  virtual StateList state() const;
   // Restores state saved by state() of an optimizer of the same kind over parameters of the same
   // shapes and dtypes. Replaces all current state; a name it does not know is an error.
-  void load_state(const StateList& state);
+  virtual void load_state(const StateList& state);
+
+  // A step in two halves for CUDA graphs (lm/trainer.cpp, `train --cuda-graph on`), where an optimizer has
+  // them (AdamW): prepare_device_step() on the host, then step_from_device() queues device work that reads
+  // its scalars from the device, so it can be captured once and replayed; device_runs_version() changes
+  // when a captured step_from_device() is no longer valid. Without them (the default) a captured training
+  // step runs the optimizer's step() eagerly after the graph; calling the halves throws.
+  virtual bool has_device_step() const { return false; }
+  virtual void prepare_device_step();
+  virtual void step_from_device();
+  virtual uint64_t device_runs_version() const { return 0; }
 
  protected:
   // `name` prefixes error messages ("AdamW", "SGD"). Groups' unset lr / weight decay take the
@@ -114,6 +131,7 @@ class Optimizer {
 
   std::string name_;
   std::vector<ParamGroup> groups_;              // lr and weight_decay always set after construction
+  std::vector<double> initial_lr_;              // one per group
   std::vector<std::map<std::string, Tensor>> state_;  // one per parameter (flat index)
 };
 

@@ -1175,7 +1175,10 @@ TEST_CASE("TrainOptions::validate names the option at fault", "[lm]") {
   CHECK(map.at("device") == "cpu");
   CHECK(map.at("precision") == "fp32");
   CHECK(map.at("cuda_graph") == "off");
-  CHECK(map.size() == 23);
+  CHECK(map.at("optimizer") == "adamw");
+  CHECK(map.at("schedule") == "cosine");
+  CHECK(map.at("muon_adjust_lr") == "original");
+  CHECK(map.size() == 32);
 }
 
 TEST_CASE("unigram_entropy is the entropy of the token frequencies", "[lm]") {

@@ -34,6 +34,7 @@
 #include "lm/text_codec.h"
 #include "lm/text_split.h"
 #include "lm/throughput.h"
+#include "lm/train_recipe.h"
 #include "lm/trainer.h"
 #include "optim/checkpoint.h"
 #include "tools/commands.h"
@@ -80,10 +81,26 @@ void add_options(po::options_description& opts) {
       ("grad-accum", po::value<int64_t>()->default_value(1), "micro-batches per optimizer step")
       ("steps", po::value<int64_t>(), "optimizer steps (default 1000)")
       ("tokens", po::value<int64_t>(), "train on this many tokens instead of --steps")
-      ("lr", po::value<double>()->default_value(1e-3, "1e-3"), "peak learning rate")
-      ("min-lr", po::value<double>(), "learning rate at the end of the cosine (default lr/10)")
+      ("recipe", po::value<std::string>(), "classic|modern: the training defaults (default classic; on --resume the "
+       "run's own): classic = AdamW, cosine, lr 1e-3; modern = Muon + AdamW at 3e-3, warmup-stable-decay (flags "
+       "given explicitly win; docs/training.md)")
+      ("lr", po::value<double>(), "peak learning rate (AdamW's; the recipe's by default: 1e-3 classic, 3e-3 modern)")
+      ("min-lr", po::value<double>(), "learning rate at the end of the schedule (default: lr/10 classic, 0 modern)")
       ("warmup-steps", po::value<int64_t>(), "linear warm-up steps (default: steps/20, at most 200)")
       ("cosine-steps", po::value<int64_t>(), "the cosine ends at this step (0 or default: steps; not negative)")
+      ("schedule", po::value<std::string>(), "cosine|wsd: the learning-rate schedule after the warm-up (default cosine; "
+       "wsd = warmup-stable-decay: constant, then a linear decay over the last --decay-fraction of the steps)")
+      ("decay-fraction", po::value<double>(), "--schedule wsd: the share of the steps that decays, in (0, 1] (default: 0.2 "
+       "classic, 0.4 modern)")
+      ("optimizer", po::value<std::string>(), "adamw|muon (default adamw; on --resume the run's own): muon = Muon for "
+       "the blocks' weight matrices, AdamW for the embedding, the head and the gains")
+      ("muon-lr", po::value<double>(), "Muon's peak learning rate (default 0.02; the schedule moves it with --lr)")
+      ("muon-momentum", po::value<double>()->default_value(0.95, "0.95"), "Muon's momentum μ")
+      ("muon-nesterov", po::value<bool>()->default_value(true, "true"), "Muon's Nesterov momentum (true/false)")
+      ("muon-ns-steps", po::value<int64_t>()->default_value(5), "Muon's Newton-Schulz steps")
+      ("muon-adjust-lr", po::value<std::string>()->default_value("original"), "Muon's lr by shape [A, B]: original "
+       "(√max(1, A/B)), match_rms_adamw (0.2·√max(A, B)) or spectral_unclamped (√(A/B))")
+      ("muon-weight-decay", po::value<double>()->default_value(0.0, "0"), "Muon's decoupled weight decay")
       ("beta1", po::value<double>()->default_value(0.9, "0.9"), "AdamW β1")
       ("beta2", po::value<double>()->default_value(0.95, "0.95"), "AdamW β2")
       ("eps", po::value<double>()->default_value(1e-8, "1e-8"), "AdamW ε")
@@ -411,10 +428,32 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   const int64_t tokens_per_step = o.batch_size * o.grad_accum * config.context_length;
   o.steps = vm.count("tokens") ? (vm["tokens"].as<int64_t>() + tokens_per_step - 1) / tokens_per_step
                                : get<int64_t>(vm, "steps").value_or(1000);
-  o.lr = vm["lr"].as<double>();
-  o.min_lr = get<double>(vm, "min-lr").value_or(o.lr / 10);
+  // --recipe: the defaults of the flags below (a flag given explicitly wins); on --resume the run's own.
+  std::string recipe_name = "classic";
+  if (vm.count("recipe")) recipe_name = vm["recipe"].as<std::string>();
+  else if (resume_ck && resume_ck->extra.count("run.recipe")) recipe_name = resume_ck->extra.at("run.recipe");
+  const lm::TrainRecipe& recipe = lm::train_recipe(recipe_name);
+  run_info["recipe"] = recipe.name;
+  o.lr = get<double>(vm, "lr").value_or(recipe.lr);
+  o.min_lr = get<double>(vm, "min-lr").value_or(o.lr * recipe.min_lr_ratio);
   o.warmup_steps = get<int64_t>(vm, "warmup-steps").value_or(std::min<int64_t>(200, o.steps / 20));
   o.cosine_steps = get<int64_t>(vm, "cosine-steps").value_or(0);
+  // The optimizer and schedule: the flag, else on --resume the run's own (its checkpoint's train.<key>), else the
+  // recipe's.
+  auto from_run = [&](const char* flag, const char* key, const char* fallback) {
+    if (vm.count(flag)) return vm[flag].as<std::string>();
+    if (resume_ck && resume_ck->extra.count(std::string("train.") + key)) return resume_ck->extra.at(std::string("train.") + key);
+    return std::string(fallback);
+  };
+  o.optimizer = optim::parse_optimizer_kind(from_run("optimizer", "optimizer", optim::optimizer_kind_name(recipe.optimizer)));
+  o.schedule = optim::parse_schedule_kind(from_run("schedule", "schedule", optim::schedule_kind_name(recipe.schedule)));
+  o.decay_fraction = get<double>(vm, "decay-fraction").value_or(recipe.decay_fraction);
+  o.muon_lr = get<double>(vm, "muon-lr").value_or(recipe.muon_lr);
+  o.muon_momentum = vm["muon-momentum"].as<double>();
+  o.muon_nesterov = vm["muon-nesterov"].as<bool>();
+  o.muon_ns_steps = vm["muon-ns-steps"].as<int64_t>();
+  o.muon_adjust_lr = optim::parse_muon_lr_adjust(vm["muon-adjust-lr"].as<std::string>());
+  o.muon_weight_decay = vm["muon-weight-decay"].as<double>();
   o.beta1 = vm["beta1"].as<double>();
   o.beta2 = vm["beta2"].as<double>();
   o.eps = vm["eps"].as<double>();

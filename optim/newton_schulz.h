@@ -1,0 +1,39 @@
+// newton_schulz.h — the orthogonalisation at the heart of Muon (optim/muon.h): for a matrix G [m, n],
+// an approximation of U·Vᵀ where G = U·S·Vᵀ is its (thin) singular value decomposition, i.e. G with
+// every singular value replaced by (about) 1. Exactly torch.optim.Muon's _zeropower_via_newtonschulz:
+//
+//   X ← G (or Gᵀ when m > n, so that the Gram matrix X·Xᵀ is the smaller, min(m, n)²)
+//   X ← X / max(‖X‖_F, ε)                 the Frobenius norm bounds the spectral norm: every σ ≤ 1
+//   repeat `steps` times (the quintic iteration, coefficients (a, b, c)):
+//     A ← X·Xᵀ                            [k, k], k = min(m, n)
+//     B ← b·A + c·A·A
+//     X ← a·X + B·X                       = (a + b·XXᵀ + c·(XXᵀ)²)·X
+//   return X (transposed back when m > n)
+//
+// Why it works: each step maps every singular value σ of X to p(σ) = a·σ + b·σ³ + c·σ⁵ and keeps the
+// singular vectors. With (a, b, c) = (3.4445, −4.7750, 2.0315) p has a steep slope at 0 (a = 3.4 pulls
+// small σ up fast) and after 5 steps every σ in (0, 1] lands in roughly [0.7, 1.2] — not exactly 1
+// (the coefficients trade precision for speed), which is all Muon needs.
+//
+// It runs on whatever backend G lives on, through matmul: on a GPU the GEMMs are cuBLAS's. `dtype`
+// chooses what it computes in: torch.optim.Muon always computes in bfloat16; tapegrad's Muon computes in
+// the parameter's dtype unless asked (MuonOptions::ns_dtype), because on the CPU bf16 is no faster.
+#pragma once
+#include <array>
+#include <optional>
+
+#include "autograd/tensor.h"
+
+namespace tapegrad::optim {
+
+inline constexpr std::array<double, 3> kNewtonSchulzCoefficients = {3.4445, -4.7750, 2.0315};
+inline constexpr int kNewtonSchulzSteps = 5;
+inline constexpr double kNewtonSchulzEps = 1e-7;
+
+// G: a 2-D floating tensor. Returns a new tensor of G's shape, in `dtype` (unset: G's dtype). Not on
+// the tape (runs under NoGradGuard). tapegrad::Error for a non-2-D G or steps outside [0, 100).
+Tensor newton_schulz_orthogonalize(const Tensor& G, const std::array<double, 3>& coefficients = kNewtonSchulzCoefficients,
+                                   int steps = kNewtonSchulzSteps, double eps = kNewtonSchulzEps,
+                                   std::optional<DType> dtype = std::nullopt);
+
+}  // namespace tapegrad::optim
