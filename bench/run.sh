@@ -44,6 +44,11 @@
 #                           vs llama2.c's runq.c (-Ofast -march=native, -fopenmp at 2 threads) on our
 #                           `export llama2c --version 2` of the same weights; 1 thread (tiny: 1 and 2); file
 #                           sizes, peak RSS, the bandwidth limit per row. BENCH_GEN_RUNS alternations (default 3).
+#   bench/run.sh race       tapegrad against nanoGPT's own CPU recipe on tiny-shakespeare, character level
+#                           (bench/race.py; never run by `all`): nanoGPT's README command (../shared/bench/peers/
+#                           nanogpt, PyTorch 2.x from BENCH_TORCH2, default /opt/torch2/bin/python) vs `tapegrad
+#                           train` with nanoGPT's recipe vs `--recipe modern` (a short run, and one of nanoGPT's
+#                           wall-clock), at BENCH_THREADS (default 1,2); losses over the whole validation split.
 #
 # Steps: source scripts/blas_env.sh (OPENBLAS_CORETYPE for this CPU, the same for every program run
 # here); scripts/deps.sh --bench (installs only what is missing; plain deps.sh for `tool`); scripts/build.sh (Release, build/);
@@ -59,11 +64,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 mode=${1:-all}
-case "$mode" in overhead | large | all | bpe | train | tool | generate | int8) ;; *)
-  echo "usage: bench/run.sh overhead|large|all|bpe|train|tool|generate|int8 [micro|small|tiny|all]" >&2
+case "$mode" in overhead | large | all | bpe | train | tool | generate | int8 | race) ;; *)
+  echo "usage: bench/run.sh overhead|large|all|bpe|train|tool|generate|int8|race [micro|small|tiny|all]" >&2
   exit 2
   ;;
 esac
+if [[ $mode == race ]]; then
+  scripts/deps.sh
+  scripts/build.sh >/dev/null
+  source scripts/blas_env.sh
+  exec python3 bench/race.py --tool build/tools/tapegrad --python "${BENCH_TORCH2:-/opt/torch2/bin/python}" \
+    --threads "${BENCH_THREADS:-1,2}"
+fi
 REPS=${BENCH_REPS:-9}
 THREADS=${BENCH_THREADS:-1,2}
 NCHAIN=${BENCH_N:-10000}

@@ -4,13 +4,14 @@
 #include <cmath>
 #include <vector>
 
+#include "lm/bits_per_byte.h"
 #include "nn/loss.h"
 #include "nn/precision.h"
 
 namespace tapegrad::lm {
 
 EvalResult evaluate(const nn::TransformerLM& model, const data::TokenSource& data, int64_t batch_size,
-                    int64_t context) {
+                    int64_t context, const std::vector<uint32_t>* token_bytes) {
   const int64_t model_context = model.config.context_length;
   if (context <= 0) context = model_context;
   TG_CHECK(context <= model_context, "evaluate: context {} is longer than the model's context_length {}", context,
@@ -35,6 +36,15 @@ EvalResult evaluate(const nn::TransformerLM& model, const data::TokenSource& dat
   r.perplexity = std::exp(r.loss);
   r.tokens = tokens;
   r.windows = batches.num_windows();
+  if (token_bytes != nullptr) {  // the windows are contiguous: their targets are data[1 .. windows·context]
+    for (uint64_t i = 1; i <= tokens; ++i) {
+      const uint32_t id = data[i];
+      TG_CHECK(id < token_bytes->size(), "evaluate: token id {} has no byte length (the tokenizer has {} tokens)", id,
+               token_bytes->size());
+      r.bytes += (*token_bytes)[id];
+    }
+    r.bits_per_byte = bits_per_byte(total, r.bytes);
+  }
   return r;
 }
 

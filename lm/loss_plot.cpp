@@ -125,13 +125,20 @@ std::string loss_svg(const std::vector<MetricRecord>& records, const std::string
     }
     svg += "</g>\n";
   }
-  // legend
+  // legend; the last evaluation's bits per byte beside it when the run counted bytes (lm/bits_per_byte.h)
+  std::string val_label = "validation loss";
+  for (auto r = records.rbegin(); r != records.rend(); ++r)
+    if (r->kind == MetricRecord::Kind::Eval) {
+      if (r->val_bpb > 0)
+        val_label += fmt::format(" (last: {:.4f} nats/token = {:.4f} bits/byte)", r->val_loss, r->val_bpb);
+      break;
+    }
   svg += fmt::format("<g class=\"legend\"><line x1=\"{0}\" y1=\"44\" x2=\"{1}\" y2=\"44\" stroke=\"{4}\" "
                      "stroke-width=\"2\"/><text x=\"{2}\" y=\"48\">train loss</text>"
                      "<line x1=\"{3}\" y1=\"44\" x2=\"{5}\" y2=\"44\" stroke=\"{6}\" stroke-width=\"2\"/>"
-                     "<text x=\"{7}\" y=\"48\">validation loss</text></g>\n",
+                     "<text x=\"{7}\" y=\"48\">{8}</text></g>\n",
                      kLeft[0], kLeft[0] + 24, kLeft[0] + 30, kLeft[0] + 120, colors[0], kLeft[0] + 144, colors[1],
-                     kLeft[0] + 150);
+                     kLeft[0] + 150, val_label);
   svg += "</svg>\n";
   return svg;
 }

@@ -27,6 +27,7 @@ std::string to_json_line(const MetricRecord& r) {
     j["val_loss"] = r.val_loss;
     j["val_perplexity"] = r.val_perplexity;
     j["val_tokens"] = r.val_tokens;
+    if (r.val_bpb > 0) j["val_bpb"] = r.val_bpb;
   }
   return j.dump();  // non-finite numbers become null
 }
@@ -60,6 +61,7 @@ MetricRecord from_json_line(const std::string& line) {
   r.val_loss = num("val_loss");
   r.val_perplexity = num("val_perplexity");
   r.val_tokens = uint64_t(whole("val_tokens", 0, two64));
+  r.val_bpb = num("val_bpb");
   return r;
 }
 

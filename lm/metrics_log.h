@@ -1,6 +1,7 @@
 // metrics_log.h — DIR/metrics.jsonl: one JSON object per line, appended and flushed as training goes.
 //   {"kind":"train","step":10,"tokens":20480,"wall_s":3.2,"loss":5.91,"lr":0.0003,"grad_norm":1.7,"tokens_per_s":6400}
-//   {"kind":"eval","step":100,"tokens":204800,"wall_s":31.0,"val_loss":4.12,"val_perplexity":61.6,"val_tokens":51200}
+//   {"kind":"eval","step":100,"tokens":204800,"wall_s":31.0,"val_loss":4.12,"val_perplexity":61.6,"val_tokens":51200,
+//    "val_bpb":1.43}      (val_bpb: bits per byte, lm/bits_per_byte.h; only when the run knows its tokenizer)
 // On resume from step S the lines after S (written by the interrupted run after its last
 // checkpoint) are dropped, so the file always describes one consistent history.
 #pragma once
@@ -22,6 +23,7 @@ struct MetricRecord {
   // Eval records
   double val_loss = 0, val_perplexity = 0;
   uint64_t val_tokens = 0;
+  double val_bpb = 0;    // bits per byte (0: not known; not written then)
 };
 
 std::string to_json_line(const MetricRecord& r);

@@ -8,7 +8,7 @@ namespace tapegrad::lm {
 const TrainRecipe& train_recipe(const std::string& name) {
   using optim::OptimizerKind, optim::ScheduleKind;
   static const TrainRecipe classic{"classic", OptimizerKind::AdamW, ScheduleKind::Cosine, 1e-3, 0.1, 0.02, 0.2};
-  static const TrainRecipe modern{"modern", OptimizerKind::Muon, ScheduleKind::Wsd, 3e-3, 0.0, 0.02, 0.4};
+  static const TrainRecipe modern{"modern", OptimizerKind::Muon, ScheduleKind::Wsd, 6e-3, 0.0, 0.02, 0.4};
   if (name == "classic") return classic;
   if (name == "modern") return modern;
   throw Error(fmt::format("--recipe must be classic or modern, but is '{}'", name));

@@ -3,7 +3,7 @@
 // --decay-fraction) wins. On --resume the run's own recipe (recorded as run.recipe) applies unless
 // --recipe is given.
 //   classic  AdamW at --lr 1e-3, the cosine to lr/10 (CS336's recipe; tapegrad's defaults before recipes)
-//   modern   Muon for the blocks' matrices (lr 0.02) and AdamW for the rest at 3e-3, warmup–stable–decay
+//   modern   Muon for the blocks' matrices (lr 0.02) and AdamW for the rest at 6e-3, warmup–stable–decay
 //            over the last 40 % to 0 — what the race against nanoGPT measured best (docs/training.md, "The race")
 #pragma once
 #include <string>

@@ -536,7 +536,7 @@ EvalResult Trainer::evaluate() const {
     return evaluate_sft(*model_, sft_->val, b, sft_->pad_id);
   }
   TG_CHECK(val_.has_value(), "evaluate: this trainer has no validation data");
-  return lm::evaluate(*model_, *val_, b);
+  return lm::evaluate(*model_, *val_, b, 0, token_bytes_.empty() ? nullptr : &token_bytes_);
 }
 
 void Trainer::save_to(const std::string& path) {
@@ -608,6 +608,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       r.kind = MetricRecord::Kind::Eval;
       r.step = step_, r.tokens = tokens_, r.wall_s = wall();
       r.val_loss = e.result.loss, r.val_perplexity = e.result.perplexity, r.val_tokens = e.result.tokens;
+      r.val_bpb = e.result.bits_per_byte;
       metrics_->append(r);
       write_plot();
     }

@@ -196,6 +196,9 @@ class Trainer {
   // (before updating anything) — run() turns that into TrainStatus::Diverged.
   StepStats train_step();
   EvalResult evaluate() const;  // over the whole validation data / held-out examples (throws without any)
+  // The byte length of each token id's text (lm/bits_per_byte.h): evaluations of token-stream data then
+  // report bits per byte too (EvalResult, metrics.jsonl's val_bpb). Empty: not counted. Call before run().
+  void set_token_byte_lengths(std::vector<uint32_t> lengths) { token_bytes_ = std::move(lengths); }
   // Writes DIR/checkpoints/step_<N>.safetensors (atomic), prunes old ones; returns the path.
   std::string save_checkpoint();
 
@@ -239,6 +242,7 @@ class Trainer {
   std::vector<std::string> made_dirs_;  // the run directories the constructor created, innermost first
   int64_t eager_steps_ = 0;             // steps this process took eagerly (--cuda-graph warms up with them)
   std::unique_ptr<CapturedStep> captured_;
+  std::vector<uint32_t> token_bytes_;   // set_token_byte_lengths (empty: no bits per byte)
 };
 
 // Eager steps a --cuda-graph run takes in each process before it captures the step.

@@ -10,6 +10,7 @@
 #include "data/file_io.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"
+#include "lm/bits_per_byte.h"
 #include "lm/evaluate.h"
 #include "lm/model_io.h"
 #include "lm/multiple_choice.h"
@@ -69,14 +70,21 @@ int cmd_eval(Args args) {
   std::vector<uint32_t> ids;
   std::optional<data::TokenSource> source;
   std::string what;
+  std::vector<uint32_t> token_bytes;  // each id's text length, for bits per byte (lm/bits_per_byte.h)
+  const std::string tokenizer_flag = vm.count("tokenizer") ? vm["tokenizer"].as<std::string>() : "";
   if (vm.count("data")) {
     what = vm["data"].as<std::string>();
     file = std::make_unique<data::TokenFile>(what);
     source.emplace(*file);
+    if (!tokenizer_flag.empty())
+      token_bytes = lm::token_byte_lengths(lm::tokenizer_for_checkpoint(ck, path, tokenizer_flag),
+                                           size_t(model->config.vocab_size));
   } else {
     const auto given = vm["text"].as<std::vector<std::string>>();
     what = data::describe_inputs(given);
-    data::Tokenizer tok(lm::tokenizer_for_checkpoint(ck, path, vm.count("tokenizer") ? vm["tokenizer"].as<std::string>() : ""));
+    const data::BpeModel bpe = lm::tokenizer_for_checkpoint(ck, path, tokenizer_flag);
+    token_bytes = lm::token_byte_lengths(bpe, size_t(model->config.vocab_size));
+    data::Tokenizer tok(bpe);
     const std::vector<data::TextInput> inputs = data::resolve_text_inputs(given, "--text");
     lm::TextInputOptions text_options;
     text_options.text_field = vm["text-field"].as<std::string>();
@@ -103,9 +111,12 @@ int cmd_eval(Args args) {
   TG_CHECK(max_id <= uint64_t(model->config.vocab_size),
            "'{}' holds token id {}, outside the vocabulary of checkpoint '{}' ({} tokens)", what, max_id - 1, path,
            model->config.vocab_size);
-  const lm::EvalResult r = lm::evaluate(*model, *source, vm["batch-size"].as<int64_t>(), context);
-  fmt::print("checkpoint {} (step {}) on {}:\n  loss {:.4f} nats/token  perplexity {:.3f}  tokens evaluated {} ({} windows)\n",
-             path, ck.step, what, r.loss, r.perplexity, r.tokens, r.windows);
+  const lm::EvalResult r = lm::evaluate(*model, *source, vm["batch-size"].as<int64_t>(), context,
+                                        token_bytes.empty() ? nullptr : &token_bytes);
+  fmt::print("checkpoint {} (step {}) on {}:\n  loss {:.4f} nats/token  perplexity {:.3f}{}  tokens evaluated {} ({} "
+             "windows)\n",
+             path, ck.step, what, r.loss, r.perplexity,
+             r.bytes ? fmt::format("  {:.4f} bits/byte ({} bytes)", r.bits_per_byte, r.bytes) : "", r.tokens, r.windows);
   return 0;
 }
 

@@ -22,6 +22,7 @@
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "kernels/backend.h"
+#include "lm/bits_per_byte.h"
 #include "lm/chat_template.h"
 #include "lm/evaluate.h"
 #include "lm/memory_estimate.h"
@@ -82,9 +83,9 @@ void add_options(po::options_description& opts) {
       ("steps", po::value<int64_t>(), "optimizer steps (default 1000)")
       ("tokens", po::value<int64_t>(), "train on this many tokens instead of --steps")
       ("recipe", po::value<std::string>(), "classic|modern: the training defaults (default classic; on --resume the "
-       "run's own): classic = AdamW, cosine, lr 1e-3; modern = Muon + AdamW at 3e-3, warmup-stable-decay (flags "
+       "run's own): classic = AdamW, cosine, lr 1e-3; modern = Muon + AdamW at 6e-3, warmup-stable-decay (flags "
        "given explicitly win; docs/training.md)")
-      ("lr", po::value<double>(), "peak learning rate (AdamW's; the recipe's by default: 1e-3 classic, 3e-3 modern)")
+      ("lr", po::value<double>(), "peak learning rate (AdamW's; the recipe's by default: 1e-3 classic, 6e-3 modern)")
       ("min-lr", po::value<double>(), "learning rate at the end of the schedule (default: lr/10 classic, 0 modern)")
       ("warmup-steps", po::value<int64_t>(), "linear warm-up steps (default: steps/20, at most 200)")
       ("cosine-steps", po::value<int64_t>(), "the cosine ends at this step (0 or default: steps; not negative)")
@@ -541,6 +542,11 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
       sft ? std::make_unique<lm::Trainer>(config, o, std::move(*sft), comm)
           : std::make_unique<lm::Trainer>(config, o, *train_src, val_src, comm);
   lm::Trainer& trainer = *trainer_holder;
+  // Bits per byte of the validation text (lm/bits_per_byte.h), where the run knows its tokenizer.
+  if (!sft && bpe) trainer.set_token_byte_lengths(lm::token_byte_lengths(*bpe, size_t(config.vocab_size)));
+  if (!sft && !bpe && !llama2c_tokenizer.empty())
+    trainer.set_token_byte_lengths(
+        lm::token_byte_lengths(lm::Llama2cTokenizer(llama2c_tokenizer, llama2c_vocab), size_t(config.vocab_size)));
   if (init_ck) {
     trainer.init_from(*init_ck, init_from);
     fmt::print("initialised from {} (step {} of its run); optimizer, step and schedule start afresh\n", init_from,
@@ -578,8 +584,10 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
     case lm::TrainStatus::Completed:
       fmt::print("done: {} steps, {} tokens; checkpoint {}\n", r.step, trainer.tokens_seen(), r.last_checkpoint);
       if (r.last_eval)
-        fmt::print("final validation loss {:.4f}, perplexity {:.2f} ({} tokens)\n", r.last_eval->loss,
-                   r.last_eval->perplexity, r.last_eval->tokens);
+        fmt::print("final validation loss {:.4f}, perplexity {:.2f}{} ({} tokens)\n", r.last_eval->loss,
+                   r.last_eval->perplexity,
+                   r.last_eval->bytes ? fmt::format(", {:.4f} bits/byte", r.last_eval->bits_per_byte) : "",
+                   r.last_eval->tokens);
       fmt::print("run directory {}: metrics.jsonl, loss.svg, config.json, checkpoints/\n", out);
       return 0;
     case lm::TrainStatus::Stopped: {

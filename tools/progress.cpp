@@ -57,8 +57,9 @@ void ProgressLine::step(const lm::StepStats& s) {
 }
 
 void ProgressLine::eval(const lm::EvalStats& e) {
-  message(fmt::format("eval @ step {}: val loss {:.4f}  perplexity {:.2f}  ({} tokens, {:.1f} s){}", e.step,
-                      e.result.loss, e.result.perplexity, e.result.tokens, e.seconds, e.best ? "  best" : ""));
+  const std::string bpb = e.result.bytes ? fmt::format("  {:.4f} bits/byte", e.result.bits_per_byte) : "";
+  message(fmt::format("eval @ step {}: val loss {:.4f}  perplexity {:.2f}{}  ({} tokens, {:.1f} s){}", e.step,
+                      e.result.loss, e.result.perplexity, bpb, e.result.tokens, e.seconds, e.best ? "  best" : ""));
 }
 
 void ProgressLine::message(const std::string& line) {
