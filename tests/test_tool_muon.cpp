@@ -45,6 +45,13 @@ TEST_CASE("tool: train --recipe modern records Muon and WSD, reports bits per by
     if (j["kind"] == "eval") bpb = j.contains("val_bpb") && j["val_bpb"].get<double>() > 0;
   CHECK(bpb);
 
+  // `eval` with the tokenizer beside a token file reports bits per byte too, after the usual figures.
+  r = run_tool({"eval", "--checkpoint", run, "--data", d.val_bin, "--tokenizer", d.tokenizer, "--threads", "1"},
+               dir.file("eval"));
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find(" windows)  ") != std::string::npos);
+  CHECK(r.out.find(" bits/byte (") != std::string::npos);
+
   r = run_tool({"info", "--checkpoint", run}, dir.file("info"));
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("Muon+AdamW") != std::string::npos);

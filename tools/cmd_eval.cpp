@@ -113,10 +113,10 @@ int cmd_eval(Args args) {
            model->config.vocab_size);
   const lm::EvalResult r = lm::evaluate(*model, *source, vm["batch-size"].as<int64_t>(), context,
                                         token_bytes.empty() ? nullptr : &token_bytes);
-  fmt::print("checkpoint {} (step {}) on {}:\n  loss {:.4f} nats/token  perplexity {:.3f}{}  tokens evaluated {} ({} "
-             "windows)\n",
-             path, ck.step, what, r.loss, r.perplexity,
-             r.bytes ? fmt::format("  {:.4f} bits/byte ({} bytes)", r.bits_per_byte, r.bytes) : "", r.tokens, r.windows);
+  fmt::print("checkpoint {} (step {}) on {}:\n  loss {:.4f} nats/token  perplexity {:.3f}  tokens evaluated {} ({} "
+             "windows){}\n",
+             path, ck.step, what, r.loss, r.perplexity, r.tokens, r.windows,
+             r.bytes ? fmt::format("  {:.4f} bits/byte ({} bytes)", r.bits_per_byte, r.bytes) : "");
   return 0;
 }
 
