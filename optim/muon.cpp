@@ -84,19 +84,31 @@ void Muon::step() {
   NoGradGuard no_grad;  // in-place updates of tensors that require grad
   const MuonOptions& o = options_;
   const double mu = o.momentum_;
+  struct Update {
+    Tensor param;
+    double lr, weight_decay;
+  };
+  std::vector<Update> updates;
+  std::vector<Tensor> directions;  // u of every parameter with a gradient, orthogonalised together below
   for_each_param_with_grad([&](size_t i, Tensor& p, const Tensor& g, const ParamGroup& group) {
-    const double lr = *group.lr, wd = *group.weight_decay;
     auto& st = param_state(i);
     auto it = st.find("momentum_buffer");
     if (it == st.end()) it = st.emplace("momentum_buffer", zeros_like(p)).first;
     Tensor& buf = it->second;
-    buf.copy_(lerp(buf, g, 1.0 - mu));                      // buf ← lerp(buf, g, 1 − μ)
-    const Tensor u = o.nesterov_ ? lerp(g, buf, mu) : buf;  // u ← lerp(g, buf, μ)  |  buf
-    const Tensor O = newton_schulz_orthogonalize(u, o.ns_coefficients_, o.ns_steps_, o.eps_, o.ns_dtype_);
-    const double adjusted = muon_adjusted_lr(lr, o.adjust_lr_, p.shape()[0], p.shape()[1]);
-    if (lr * wd != 0.0) p.mul_(1.0 - lr * wd);  // θ ← θ·(1 − lr·λ)
-    p.add_(O.dtype() == p.dtype() ? O : O.to(p.dtype()), -adjusted);  // θ ← θ − lr'·O
+    buf.copy_(lerp(buf, g, 1.0 - mu));                            // buf ← lerp(buf, g, 1 − μ)
+    directions.push_back(o.nesterov_ ? lerp(g, buf, mu) : buf);  // u ← lerp(g, buf, μ)  |  buf
+    updates.push_back({p, *group.lr, *group.weight_decay});
   });
+  // O = NS(u) of every matrix: those of one shape iterate as one batch (newton_schulz.h).
+  const std::vector<Tensor> O =
+      newton_schulz_orthogonalize_many(directions, o.ns_coefficients_, o.ns_steps_, o.eps_, o.ns_dtype_);
+  for (size_t k = 0; k < updates.size(); ++k) {
+    Tensor& p = updates[k].param;
+    const double lr = updates[k].lr, wd = updates[k].weight_decay;
+    const double adjusted = muon_adjusted_lr(lr, o.adjust_lr_, p.shape()[0], p.shape()[1]);
+    if (lr * wd != 0.0) p.mul_(1.0 - lr * wd);                                // θ ← θ·(1 − lr·λ)
+    p.add_(O[k].dtype() == p.dtype() ? O[k] : O[k].to(p.dtype()), -adjusted);  // θ ← θ − lr'·O
+  }
 }
 
 void Muon::validate_state(size_t i, const Tensor& param, const std::map<std::string, Tensor>& state) const {

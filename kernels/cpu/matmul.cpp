@@ -13,6 +13,8 @@
 
 #include <vector>
 
+#include <omp.h>
+
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/nd_loop.h"
@@ -164,7 +166,11 @@ void matmul_typed(const TensorView& out, const TensorView& a, const TensorView& 
   // batch stride of 0 would make batches write the same matrix, so that case stays serial).
   bool out_shared = false;
   for (int d = 0; d < batch.size(); ++d) out_shared |= batch[d] > 1 && so[d] == 0;
-  const bool small = double(M) * double(N) * double(K) < 128.0 * 128.0 * 128.0;
+  // Medium ones (up to 128·128·512 multiply-adds, Muon's Newton–Schulz over a model's matrices) too, when there
+  // are at least two per thread: a threaded BLAS call on a 128-wide matrix barely scales past one thread.
+  const double mnk = double(M) * double(N) * double(K);
+  const bool small = mnk < 128.0 * 128.0 * 128.0 ||
+                     (mnk <= 128.0 * 128.0 * 512.0 && n_batch >= 2 * int64_t(omp_get_max_threads()));
   if (n_batch > 1 && small && !out_shared) parallel_for(n_batch, 1, run_range);
   else run_range(0, n_batch);
 }
