@@ -181,7 +181,8 @@ def main():
     for r in rows:
         reach = ""
         if "reach_s" in r:
-            reach = (f"step {r['reach_step']}, {r['reach_s']:.1f} s train ({100 * r['reach_s'] / r['nanogpt_wall_s']:.0f} %)"
+            share = 100 * r["reach_s"] / r["nanogpt_wall_s"] if r["reach_s"] is not None else 0
+            reach = (f"step {r['reach_step']}, {r['reach_s']:.1f} s train ({share:.0f} %)"
                      if r["reach_s"] is not None else "not reached")
         elif r["run"].startswith("tapegrad") and r["loss"] <= r["nanogpt_loss"]:
             reach = "the whole run"

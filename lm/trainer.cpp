@@ -337,7 +337,8 @@ std::string Trainer::first_nonfinite_gradient() const {
 double Trainer::scheduled_lr() const {
   const TrainOptions& o = options_;
   if (o.schedule == optim::ScheduleKind::Wsd)
-    return optim::wsd_lr(step_, o.lr, o.min_lr, o.warmup_steps, o.steps, optim::wsd_decay_iters(o.steps, o.decay_fraction));
+    return optim::wsd_lr(step_, o.lr, o.min_lr, o.warmup_steps, o.steps,
+                         optim::wsd_decay_iters(o.steps, o.decay_fraction));
   return optim::cosine_lr(step_, o.lr, o.min_lr, o.warmup_steps, o.cosine_steps > 0 ? o.cosine_steps : o.steps);
 }
 

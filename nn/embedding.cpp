@@ -11,9 +11,10 @@ Embedding::Embedding(int64_t v, int64_t c, DType dtype, Generator* gen, double i
     : num_embeddings(v), embedding_dim(c) {
   TG_CHECK(v > 0 && c > 0, "Embedding: sizes must be positive, got vocab {} dim {}", v, c);
   TG_CHECK(std::isfinite(init_std) && init_std > 0, "Embedding: init_std must be positive, but is {}", init_std);
+  const double s = init_std;
   weight = register_parameter("weight", SkipParameterInitGuard::active()
                                             ? empty({v, c}, dtype)
-                                            : trunc_normal({v, c}, 0.0, init_std, -3.0 * init_std, 3.0 * init_std, dtype, gen));
+                                            : trunc_normal({v, c}, 0.0, s, -3.0 * s, 3.0 * s, dtype, gen));
 }
 
 Tensor Embedding::forward(const Tensor& ids) const {

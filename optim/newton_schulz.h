@@ -33,7 +33,8 @@ inline constexpr double kNewtonSchulzEps = 1e-7;
 
 // G: a 2-D floating tensor. Returns a new tensor of G's shape, in `dtype` (unset: G's dtype). Not on
 // the tape (runs under NoGradGuard). tapegrad::Error for a non-2-D G or steps outside [0, 100).
-Tensor newton_schulz_orthogonalize(const Tensor& G, const std::array<double, 3>& coefficients = kNewtonSchulzCoefficients,
+Tensor newton_schulz_orthogonalize(const Tensor& G,
+                                   const std::array<double, 3>& coefficients = kNewtonSchulzCoefficients,
                                    int steps = kNewtonSchulzSteps, double eps = kNewtonSchulzEps,
                                    std::optional<DType> dtype = std::nullopt);
 
@@ -43,9 +44,8 @@ Tensor newton_schulz_orthogonalize(const Tensor& G, const std::array<double, 3>&
 // projections instead of 3 per matrix, which the CPU backend spreads over its threads one matrix each
 // (kernels/cpu/matmul.cpp) and a GPU runs as one launch. out[i] is newton_schulz_orthogonalize(Gs[i]) up to
 // the rounding of another GEMM schedule.
-std::vector<Tensor> newton_schulz_orthogonalize_many(const std::vector<Tensor>& Gs,
-                                                     const std::array<double, 3>& coefficients = kNewtonSchulzCoefficients,
-                                                     int steps = kNewtonSchulzSteps, double eps = kNewtonSchulzEps,
-                                                     std::optional<DType> dtype = std::nullopt);
+std::vector<Tensor> newton_schulz_orthogonalize_many(
+    const std::vector<Tensor>& Gs, const std::array<double, 3>& coefficients = kNewtonSchulzCoefficients,
+    int steps = kNewtonSchulzSteps, double eps = kNewtonSchulzEps, std::optional<DType> dtype = std::nullopt);
 
 }  // namespace tapegrad::optim

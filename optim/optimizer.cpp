@@ -92,8 +92,8 @@ double Optimizer::initial_lr(size_t group) const {
 
 void Optimizer::set_lr_relative(double lr, double reference_lr) {
   check_lr(name_, lr);
-  TG_CHECK(std::isfinite(reference_lr) && reference_lr > 0, "{}: set_lr_relative: the reference lr must be > 0, but is {}",
-           name_, reference_lr);
+  TG_CHECK(std::isfinite(reference_lr) && reference_lr > 0,
+           "{}: set_lr_relative: the reference lr must be > 0, but is {}", name_, reference_lr);
   for (size_t g = 0; g < groups_.size(); ++g)  // lr·initial/reference, exactly lr for the reference's own groups
     groups_[g].lr = initial_lr_[g] == reference_lr ? lr : lr * (initial_lr_[g] / reference_lr);
 }

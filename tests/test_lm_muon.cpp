@@ -71,7 +71,8 @@ std::vector<double> losses(lm::Trainer& t) {
 
 }  // namespace
 
-TEST_CASE("Trainer --optimizer muon: learns, resumes bit for bit, and its checkpoint holds Muon's state", "[lm][muon]") {
+TEST_CASE("Trainer --optimizer muon: learns, resumes bit for bit, and its checkpoint holds Muon's state",
+          "[lm][muon]") {
   lm::TrainOptions o = muon_options();
   lm::Trainer full(config(), o, src());
   const std::vector<double> ref = losses(full);

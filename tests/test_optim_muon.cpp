@@ -49,7 +49,12 @@ std::vector<GoldenCase> golden_cases() {
   return {
       {"default", MuonOptions(0.02), {kNames}, {{-1, -1}}},
       {"plain_rms",
-       MuonOptions(0.01).weight_decay(0.0).momentum(0.9).nesterov(false).adjust_lr(MuonLrAdjust::MatchRmsAdamW).ns_steps(3),
+       MuonOptions(0.01)
+           .weight_decay(0.0)
+           .momentum(0.9)
+           .nesterov(false)
+           .adjust_lr(MuonLrAdjust::MatchRmsAdamW)
+           .ns_steps(3),
        {kNames},
        {{-1, -1}}},
       {"groups_spectral",

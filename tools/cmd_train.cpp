@@ -443,11 +443,14 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   // recipe's.
   auto from_run = [&](const char* flag, const char* key, const char* fallback) {
     if (vm.count(flag)) return vm[flag].as<std::string>();
-    if (resume_ck && resume_ck->extra.count(std::string("train.") + key)) return resume_ck->extra.at(std::string("train.") + key);
+    const std::string stored = std::string("train.") + key;
+    if (resume_ck && resume_ck->extra.count(stored)) return resume_ck->extra.at(stored);
     return std::string(fallback);
   };
-  o.optimizer = optim::parse_optimizer_kind(from_run("optimizer", "optimizer", optim::optimizer_kind_name(recipe.optimizer)));
-  o.schedule = optim::parse_schedule_kind(from_run("schedule", "schedule", optim::schedule_kind_name(recipe.schedule)));
+  o.optimizer =
+      optim::parse_optimizer_kind(from_run("optimizer", "optimizer", optim::optimizer_kind_name(recipe.optimizer)));
+  o.schedule =
+      optim::parse_schedule_kind(from_run("schedule", "schedule", optim::schedule_kind_name(recipe.schedule)));
   o.decay_fraction = get<double>(vm, "decay-fraction").value_or(recipe.decay_fraction);
   o.muon_lr = get<double>(vm, "muon-lr").value_or(recipe.muon_lr);
   o.muon_momentum = vm["muon-momentum"].as<double>();

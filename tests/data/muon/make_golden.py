@@ -80,7 +80,8 @@ def write_safetensors(path, tensors, metadata):
     header, blobs, offset = {"__metadata__": metadata}, [], 0
     for name in sorted(tensors):
         data = np.ascontiguousarray(tensors[name].numpy(), dtype="<f8").tobytes()
-        header[name] = {"dtype": "F64", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(data)]}
+        header[name] = {"dtype": "F64", "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
     head = json.dumps(header, separators=(",", ":")).encode()
