@@ -12,7 +12,7 @@
 // every group in proportion to its initial lr), the optimizer's step (optim/lm_optimizer.h: AdamW, or
 // Muon for the blocks' matrices with AdamW for the rest; decay on matrices only, not the RMSNorm gains).
 //
-// Exact resume: a checkpoint holds the model, AdamW's state, the step and the data generator's
+// Exact resume: a checkpoint holds the model, the optimizer's state, the step and the data generator's
 // state (which fixes every future batch), so N steps + resume + M steps reproduces N+M steps bit
 // for bit (same thread count). Stop requests (should_stop, e.g. after SIGTERM) end the loop after
 // the current step with a checkpoint. A non-finite loss or gradient ends it BEFORE the optimizer
@@ -34,7 +34,8 @@
 //
 // CUDA graphs (TrainOptions::cuda_graph, `train --cuda-graph on`, a GPU only): after kCudaGraphWarmupSteps
 // eager steps (AdamW's state exists, the allocator is warm) the next step is captured as two graphs —
-// zero_grad, every micro-batch's forward and backward and the clipping (graph 1), AdamW (graph 2) — and every
+// zero_grad, every micro-batch's forward and backward and the clipping (graph 1), AdamW (graph 2; an optimizer
+// without a device step, Muon, runs eagerly after graph 1 instead) — and every
 // later step replays them: the micro-batches are copied into the device tensors graph 1 reads, graph 1 is
 // replayed, the losses and the norm are read (the step's one synchronisation, as eagerly), the divergence
 // check runs (before the update, as eagerly), AdamW's scalars for this step are written to the device and
