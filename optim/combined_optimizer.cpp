@@ -31,19 +31,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-// "<i>.<buffer>" → (i, buffer); false when the name has no such form.
-bool split_state_name(const std::string& name, size_t& index, std::string& buffer) {
-  const size_t dot = name.find('.');
-  if (dot == std::string::npos || dot == 0 || dot > 9) return false;
-  index = 0;
-  for (size_t k = 0; k < dot; ++k) {
-    if (name[k] < '0' || name[k] > '9') return false;
-    index = index * 10 + size_t(name[k] - '0');
-  }
-  buffer = name.substr(dot + 1);
-  return true;
-}
-
 }  // namespace
 
 // The base checks that no parameter appears twice across the parts (one list of all groups).

@@ -1,8 +1,8 @@
-// newton_schulz.cpp — newton_schulz_orthogonalize (the iteration is written out in newton_schulz.h).
+// newton_schulz.cpp — newton_schulz_orthogonalize(_many): grouping by shape, then one batched iteration per
+// group (the iteration is written out in newton_schulz.h).
 #include "optim/newton_schulz.h"
 
 #include <algorithm>
-
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"

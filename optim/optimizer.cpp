@@ -14,6 +14,18 @@ void check_lr(const std::string& who, double lr) {
   TG_CHECK(std::isfinite(lr) && lr >= 0.0, "{}: learning rate must be finite and >= 0, but is {}", who, lr);
 }
 
+bool split_state_name(const std::string& name, size_t& index, std::string& buffer) {
+  const size_t dot = name.find('.');
+  if (dot == std::string::npos || dot == 0 || dot > 18) return false;
+  index = 0;
+  for (size_t k = 0; k < dot; ++k) {
+    if (name[k] < '0' || name[k] > '9') return false;
+    index = index * 10 + static_cast<size_t>(name[k] - '0');
+  }
+  buffer = name.substr(dot + 1);
+  return true;
+}
+
 std::vector<ParamGroup> single_group(std::vector<Tensor> params) {
   std::vector<ParamGroup> groups;
   groups.emplace_back(std::move(params));
@@ -152,14 +164,11 @@ void Optimizer::load_state(const StateList& state) {
     TG_CHECK(dot != std::string::npos && dot > 0, "{}: load_state: bad state name '{}' (expected '<index>.<buffer>')",
              name_, key);
     size_t i = 0;
-    for (size_t k = 0; k < dot; ++k) {
-      TG_CHECK(key[k] >= '0' && key[k] <= '9' && i < ps.size(), "{}: load_state: bad parameter index in '{}' ({} parameters)",
-               name_, key, ps.size());
-      i = i * 10 + static_cast<size_t>(key[k] - '0');
-    }
+    std::string buffer;
+    TG_CHECK(split_state_name(key, i, buffer), "{}: load_state: bad parameter index in '{}' ({} parameters)", name_,
+             key, ps.size());
     TG_CHECK(i < ps.size(), "{}: load_state: '{}' names parameter {} but there are {} parameters", name_, key, i,
              ps.size());
-    const std::string buffer = key.substr(dot + 1);
     bool known = false;
     for (const std::string& b : buffers) known = known || b == buffer;
     TG_CHECK(known, "{}: load_state: unknown state buffer '{}' in '{}'", name_, buffer, key);

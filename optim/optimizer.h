@@ -139,6 +139,9 @@ class Optimizer {
 void check_lr(const std::string& who, double lr);
 void check_nonnegative(const std::string& who, const char* what, double value);
 void check_beta(const std::string& who, const char* what, double beta);  // in [0, 1)
+// A state name "<i>.<buffer>" (Optimizer::state()) split into i and buffer; false when it has no such form
+// (no dot, an index that is empty, not decimal digits, or longer than 18 digits).
+bool split_state_name(const std::string& name, size_t& index, std::string& buffer);
 // A plain parameter list as one group (the optimizers' list constructors).
 std::vector<ParamGroup> single_group(std::vector<Tensor> params);
 

@@ -93,7 +93,7 @@ TEST_CASE("evaluate counts the bytes of exactly the predicted tokens: bits/byte 
   CHECK_THROWS_WITH(lm::evaluate(model, src, 3, 0, &short_table), Catch::Contains("has no byte length"));
 }
 
-TEST_CASE("the Trainer reports bits per byte in its evaluations and metrics.jsonl (val_bpb)", "[lm][bpb]") {
+TEST_CASE("the Trainer's evaluation counts bytes, a metrics record round-trips val_bpb", "[lm][bpb]") {
   const std::vector<uint32_t> train = random_ids(500, 16, 2), val = random_ids(100, 16, 3);
   lm::TrainOptions o;
   o.batch_size = 2;
