@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "autograd/io/exact_number.h"
 #include "data/tokenizer_files.h"
 #include "lm/run_dir.h"
 #include "optim/adamw.h"
@@ -45,7 +46,8 @@ data::BpeModel tokenizer_for_checkpoint(const optim::Checkpoint& ck, const std::
   }
   const auto vocab = ck.config.find("vocab_size");
   if (vocab != ck.config.end())
-    TG_CHECK(model.vocab.size() <= std::stoull(vocab->second),
+    TG_CHECK(model.vocab.size() <=
+                 parse_number<uint64_t>(vocab->second, fmt::format("checkpoint '{}': config.vocab_size", path)),
              "tokenizer '{}' has {} tokens, more than the vocabulary of checkpoint '{}' ({})", source, model.vocab.size(),
              path, vocab->second);
   return model;

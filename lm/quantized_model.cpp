@@ -54,9 +54,7 @@ std::string str_field(const std::string& path, const std::map<std::string, std::
 template <class T>
 T num_field(const std::string& path, const std::map<std::string, std::string>& meta, const std::string& key) {
   const std::string s = str_field(path, meta, key);
-  T v{};
-  TG_CHECK(parse_exact(s, v), "int8 model '{}': metadata '{}' = '{}' is not a valid number", path, key, s);
-  return v;
+  return parse_number<T>(s, fmt::format("int8 model '{}': metadata '{}'", path, key));
 }
 
 bool ends_with(const std::string& s, const char* suffix) { return s.ends_with(suffix); }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 
+#include "autograd/io/exact_number.h"
 #include "data/file_io.h"
 #include "data/hf_tokenizer_json.h"
 #include "dist/communicator.h"
@@ -319,8 +320,14 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
              "'{}' was imported from llama2.c but its run directory holds no tokenizer.bin", ck_path);
     // The tokenizer's own size: the model's, less the chat template's tokens an --sft run may have added.
     const auto& extra = (*ck)->extra;
-    llama2c_vocab = extra.count("run.chat_tokenizer_vocab") ? std::stoull(extra.at("run.chat_tokenizer_vocab"))
-                                                            : std::stoull((*ck)->config.at("vocab_size"));
+    if (const auto chat_vocab = extra.find("run.chat_tokenizer_vocab"); chat_vocab != extra.end()) {
+      llama2c_vocab = parse_number<uint64_t>(chat_vocab->second,
+                                             fmt::format("checkpoint '{}': run.chat_tokenizer_vocab", ck_path));
+    } else {
+      const auto vocab = (*ck)->config.find("vocab_size");
+      TG_CHECK(vocab != (*ck)->config.end(), "checkpoint '{}' has no config.vocab_size", ck_path);
+      llama2c_vocab = parse_number<uint64_t>(vocab->second, fmt::format("checkpoint '{}': config.vocab_size", ck_path));
+    }
   }
 
   // The tokenizer: the given one, the run's own when resuming, or the one that came with --init-from's checkpoint
