@@ -5,6 +5,7 @@
 
 #include "autograd/io/exact_number.h"
 #include "data/tokenizer_files.h"
+#include "lm/model_budget.h"
 #include "lm/run_dir.h"
 #include "optim/adamw.h"
 
@@ -17,6 +18,7 @@ std::unique_ptr<nn::TransformerLM> model_from_checkpoint(const optim::Checkpoint
   } catch (const Error& e) {
     throw Error(fmt::format("checkpoint '{}' does not hold a TransformerLM config: {}", path, e.what()));
   }
+  check_model_allocation(config, double(checkpoint_parameter_count(ck)), fmt::format("checkpoint '{}'", path));
   auto model = std::make_unique<nn::TransformerLM>(config);
   try {
     model->load_state_dict(ck.model_state);

@@ -8,6 +8,7 @@
 
 #include "autograd/io/checksum.h"
 #include "autograd/io/exact_number.h"
+#include "lm/model_budget.h"
 #include "autograd/io/safetensors.h"
 #include "kernels/error.h"
 #include "lm/model_io.h"
@@ -175,8 +176,8 @@ InferenceModel read_int8_model(const std::string& path) {
       if (!ends_with(name, kScalesSuffix)) held += double(b.nbytes) / (b.dtype == "I8" ? 1.0 : 4.0);
     TG_CHECK(needed == held, "int8 model '{}': its config needs {:.0f} weights but the file holds {:.0f}", path, needed,
              held);
-    TG_CHECK(config.context_length <= (int64_t(1) << 24), "int8 model '{}': context_length {} is out of range", path,
-             config.context_length);
+    // The RoPE tables and KV cache grow with context_length × head size alone: bounded by the weights held.
+    check_model_allocation(config, held, fmt::format("int8 model '{}'", path));
   }
   {
     nn::SkipParameterInitGuard no_init;  // every weight is set below: none is initialised or touched

@@ -27,6 +27,7 @@
 #include "lm/chat_template.h"
 #include "lm/evaluate.h"
 #include "lm/memory_estimate.h"
+#include "lm/model_budget.h"
 #include "lm/llama2c_documents.h"
 #include "lm/llama2c_tokenizer.h"
 #include "lm/model_io.h"
@@ -195,6 +196,7 @@ nn::TransformerLMConfig init_from_config(const po::variables_map& vm, const opti
   } catch (const Error& e) {
     throw Error(fmt::format("--init-from '{}' does not hold a TransformerLM config: {}", path, e.what()));
   }
+  lm::check_model_allocation(c, double(lm::checkpoint_parameter_count(ck)), fmt::format("--init-from '{}'", path));
   auto same = [&](const char* flag, auto given, auto theirs) {
     TG_CHECK(given == theirs, "--{} {} contradicts --init-from '{}', whose model has {} = {} (leave --{} out)", flag,
              given, path, flag, theirs, flag);
@@ -400,6 +402,8 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   nn::TransformerLMConfig config;
   if (resume_ck && !model_flags) {
     config = nn::TransformerLMConfig::from_config_map(resume_ck->config);
+    lm::check_model_allocation(config, double(lm::checkpoint_parameter_count(*resume_ck)),
+                               fmt::format("--resume '{}'", resume_from));
   } else if (init_ck) {
     config = init_from_config(vm, *init_ck, init_from);
   } else {
