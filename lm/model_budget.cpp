@@ -57,8 +57,9 @@ void check_model_allocation(const nn::TransformerLMConfig& c, double file_values
   const double limit = held + slack;
   const double weights = a.embeddings + a.blocks, context = a.rope + a.kv_cache;
   if (weights <= limit && context <= limit) return;
+  // The field at fault: the weights' first (n_layers also multiplies the KV cache), then context_length's.
   std::string part;
-  if (context > limit)
+  if (weights <= limit)
     part = fmt::format("{} {} (head size {}) asks for {} of RoPE tables and KV cache", context_field,
                        c.context_length, c.n_heads > 0 ? c.d_model / c.n_heads : 0, format_binary_bytes(context));
   else if (a.embeddings >= a.blocks)
