@@ -6,6 +6,7 @@
 // the model the old code built from them stays small.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "nn/transformer_lm.h"
 #include "optim/checkpoint.h"
 #include "test_data_helpers.h"
+#include "tool_runner.h"
 
 using namespace tapegrad;
 using tapegrad::data::testing::read_all;
@@ -109,7 +111,7 @@ TEST_CASE("model budget: what a config allocates, from the config alone", "[mode
 
 TEST_CASE("model budget: an int8 model whose context_length asks for more than its weights plus the slack is "
           "refused before the model exists",
-          "[model-budget][int8]") {
+          "[model-budget][int8][tool]") {
   ScratchDir dir("budget_int8");
   // The issue's file: vocab 1, d_model 512, one head, no layers (1536 weights); context_length 2^24: RoPE
   // tables of 160 GiB.
@@ -128,6 +130,12 @@ TEST_CASE("model budget: an int8 model whose context_length asks for more than i
                                  "(lm/model_budget.h)",
                                  bad)));
   CHECK_THROWS_WITH(lm::load_inference_model(bad), Catch::Contains("context_length 16777216"));
+  // The issue's command: `tapegrad info --checkpoint FILE` ran out of memory; now one line and exit 2.
+  const testing::ToolResult r = testing::run_tool({"info", "--checkpoint", bad}, dir.file("info"));
+  CHECK(r.signal == 0);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.starts_with(fmt::format("tapegrad: int8 model '{}': context_length 16777216", bad)));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   // A context the old bound (2^24) let through, with the slack lowered: refused too.
   const SlackGuard slack(1 << 20);
   rewrite(good, bad, "config.context_length", "4096", true);
