@@ -8,9 +8,11 @@
 // when a plain-text file has more than whitespace after its last separator, the separator is
 // inserted after it (except after the last input, which is taken as written, as `train --text FILE`
 // always did). A JSONL file gives one document per non-blank line (jsonl_document), each followed by
-// the separator. So the documents are those of split_documents on the concatenation of the inputs
-// with these separators inserted (and JSONL lines replaced by their text), except that whitespace
-// after a file's last separator stays with that file's last document.
+// the separator — the line's text whole, even when it holds the separator itself. So the documents of
+// plain-text inputs are those of split_documents on the concatenation of the inputs with these
+// separators inserted, except that whitespace after a file's last separator stays with that file's
+// last document; a JSONL text that contains the separator is one document here where split_documents
+// of the joined text would cut it in two.
 //
 // position() says where the next document starts; a reader made with that position reads the same
 // documents from there on (used to read one chunk again when the validation cut falls inside it).

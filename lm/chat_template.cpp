@@ -3,8 +3,7 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
-
+#include "autograd/io/exact_number.h"
 #include "kernels/error.h"
 
 namespace tapegrad::lm {
@@ -12,11 +11,7 @@ namespace tapegrad::lm {
 namespace {
 
 uint32_t parse_u32(const std::string& s, const std::string& key, const std::string& where) {
-  uint32_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  TG_CHECK(ec == std::errc() && end == s.data() + s.size() && !s.empty(), "{}: '{}' = '{}' is not a token count/id",
-           where, key, s);
-  return v;
+  return parse_number<uint32_t>(s, fmt::format("{}: '{}'", where, key));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "data/json_file.h"
 #include "kernels/dtype.h"
 #include "kernels/error.h"
+#include "lm/model_budget.h"
 
 namespace tapegrad::lm {
 
@@ -342,6 +343,16 @@ HfLlama import_hf_llama(const std::string& dir) {
   std::map<std::string, const NamePair*> by_hf;
   for (const NamePair& p : table) by_hf[p.hf] = &p;
   c.dtype = checked_weights_dtype(w, by_hf);
+  // Before any tensor is read: the model of this config may take no more than the files' values justify
+  // (max_position_embeddings alone sizes the RoPE tables and the KV cache).
+  double values = 0;
+  for (const SafetensorsFile& f : w.files)
+    for (const SafetensorsEntry& e : f.entries()) {
+      double n = 1;
+      for (int64_t d : e.shape) n *= double(d);
+      values += n;
+    }
+  check_model_allocation(c, values, fmt::format("import hf: '{}'", cfg_path), "max_position_embeddings");
 
   m.config = c;
   for (const SafetensorsFile& f : w.files) m.weight_files.push_back(f.path());

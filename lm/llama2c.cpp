@@ -16,6 +16,7 @@
 
 #include "kernels/error.h"
 #include "lm/llama2c_layout.h"
+#include "lm/model_budget.h"
 #include "nn/module.h"
 
 namespace tapegrad::lm {
@@ -277,6 +278,11 @@ Llama2cModel read_llama2c_model(const std::string& path) {
   Llama2cModel m;
   m.version = h.version;
   m.config = make_config(h);
+  // The file holds every value of its sections (checked above); the RoPE tables and KV cache of the model
+  // made from it (make_llama2c_model, generate) grow with seq_len × head size alone: bounded by those values.
+  double values = 0;
+  for (const Section& s : sections) values += double(s.block_numel()) * double(s.layers > 0 ? s.layers : 1);
+  check_model_allocation(m.config, values, fmt::format("llama2c: '{}'", path), "seq_len");
   m.group_size = h.group;
   f.seekg(h.header_bytes);
   read_weights(f, path, h, sections, m);

@@ -3,7 +3,9 @@
 
 #include <filesystem>
 
+#include "autograd/io/exact_number.h"
 #include "data/tokenizer_files.h"
+#include "lm/model_budget.h"
 #include "lm/run_dir.h"
 #include "optim/adamw.h"
 
@@ -16,6 +18,7 @@ std::unique_ptr<nn::TransformerLM> model_from_checkpoint(const optim::Checkpoint
   } catch (const Error& e) {
     throw Error(fmt::format("checkpoint '{}' does not hold a TransformerLM config: {}", path, e.what()));
   }
+  check_model_allocation(config, double(checkpoint_parameter_count(ck)), fmt::format("checkpoint '{}'", path));
   auto model = std::make_unique<nn::TransformerLM>(config);
   try {
     model->load_state_dict(ck.model_state);
@@ -45,7 +48,8 @@ data::BpeModel tokenizer_for_checkpoint(const optim::Checkpoint& ck, const std::
   }
   const auto vocab = ck.config.find("vocab_size");
   if (vocab != ck.config.end())
-    TG_CHECK(model.vocab.size() <= std::stoull(vocab->second),
+    TG_CHECK(model.vocab.size() <=
+                 parse_number<uint64_t>(vocab->second, fmt::format("checkpoint '{}': config.vocab_size", path)),
              "tokenizer '{}' has {} tokens, more than the vocabulary of checkpoint '{}' ({})", source, model.vocab.size(),
              path, vocab->second);
   return model;

@@ -13,7 +13,8 @@
 
 namespace tapegrad::lm {
 
-// Builds the TransformerLM of the checkpoint's config and loads its weights (strict).
+// Builds the TransformerLM of the checkpoint's config and loads its weights (strict). A config that would
+// allocate more than the checkpoint's weights justify is refused first (lm/model_budget.h).
 std::unique_ptr<nn::TransformerLM> model_from_checkpoint(const optim::Checkpoint& ck, const std::string& path);
 
 // The tokenizer to use with a checkpoint: `override_path` when given (a tokenizer.json or a folder,

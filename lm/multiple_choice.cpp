@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "autograd/io/exact_number.h"
 #include "autograd/tapegrad.h"
 #include "data/file_io.h"
 #include "kernels/error.h"
@@ -37,7 +38,7 @@ int64_t parse_label(const json& v, size_t n, const std::string& where) {
     });
     TG_CHECK(digits, "{}: field 'label': the string \"{}\" does not hold a non-negative integer", where,
              s.size() > 40 ? s.substr(0, 40) + "…" : s);
-    label = std::stoull(s);
+    label = parse_number<uint64_t>(s, fmt::format("{}: field 'label'", where));
   } else {
     throw Error(fmt::format("{}: field 'label' is a JSON {} ({}), not an integer or a string holding one", where,
                             v.type_name(), v.is_number() ? v.dump() : "…"));

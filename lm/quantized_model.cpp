@@ -8,6 +8,7 @@
 
 #include "autograd/io/checksum.h"
 #include "autograd/io/exact_number.h"
+#include "lm/model_budget.h"
 #include "autograd/io/safetensors.h"
 #include "kernels/error.h"
 #include "lm/model_io.h"
@@ -54,9 +55,7 @@ std::string str_field(const std::string& path, const std::map<std::string, std::
 template <class T>
 T num_field(const std::string& path, const std::map<std::string, std::string>& meta, const std::string& key) {
   const std::string s = str_field(path, meta, key);
-  T v{};
-  TG_CHECK(parse_exact(s, v), "int8 model '{}': metadata '{}' = '{}' is not a valid number", path, key, s);
-  return v;
+  return parse_number<T>(s, fmt::format("int8 model '{}': metadata '{}'", path, key));
 }
 
 bool ends_with(const std::string& s, const char* suffix) { return s.ends_with(suffix); }
@@ -174,8 +173,8 @@ InferenceModel read_int8_model(const std::string& path) {
       if (!ends_with(name, kScalesSuffix)) held += double(b.nbytes) / (b.dtype == "I8" ? 1.0 : 4.0);
     TG_CHECK(needed == held, "int8 model '{}': its config needs {:.0f} weights but the file holds {:.0f}", path, needed,
              held);
-    TG_CHECK(config.context_length <= (int64_t(1) << 24), "int8 model '{}': context_length {} is out of range", path,
-             config.context_length);
+    // The RoPE tables and KV cache grow with context_length × head size alone: bounded by the weights held.
+    check_model_allocation(config, held, fmt::format("int8 model '{}'", path));
   }
   {
     nn::SkipParameterInitGuard no_init;  // every weight is set below: none is initialised or touched

@@ -132,9 +132,12 @@ std::vector<SftExample> read_sft_jsonl(const std::string& path, TextCodec& codec
 std::vector<SftExample> hold_out_examples(std::vector<SftExample>& all, double fraction) {
   TG_CHECK(std::isfinite(fraction) && fraction >= 0 && fraction < 1, "the held-out fraction {} must be in [0, 1)",
            fraction);
+  const size_t n = all.size();
+  size_t k = 0;
+  if (fraction > 0 && n >= 2) k = std::clamp(size_t(std::llround(double(n) * fraction)), size_t(1), n - 1);
   std::vector<SftExample> keep, held;
-  for (size_t i = 0; i < all.size(); ++i) {
-    const bool out = std::floor(double(i + 1) * fraction) > std::floor(double(i) * fraction);
+  for (size_t i = 0; i < n; ++i) {
+    const bool out = (i + 1) * k / n > i * k / n;
     (out ? held : keep).push_back(std::move(all[i]));
   }
   all = std::move(keep);

@@ -61,8 +61,10 @@ std::vector<SftExample> parse_sft_jsonl(std::string_view text, const std::string
 std::vector<SftExample> read_sft_jsonl(const std::string& path, TextCodec& codec, const ChatTemplate& chat,
                                        size_t max_ids = 0);
 
-// Moves round(n·fraction) examples, spread evenly over the file (example i when ⌊(i+1)·f⌋ > ⌊i·f⌋), from `all`
-// into the returned held-out set; `all` keeps the rest in order. fraction in [0, 1).
+// Moves k of the n examples, spread evenly over the file (example i when ⌊(i+1)·k/n⌋ > ⌊i·k/n⌋; the last one is
+// always among them), from `all` into the returned held-out set; `all` keeps the rest in order. k = round(n·f),
+// but at least 1 and at most n − 1 when f > 0 and n ≥ 2 (a small file still gets a validation example and keeps
+// a training one); 0 when f = 0 or n < 2. fraction in [0, 1).
 std::vector<SftExample> hold_out_examples(std::vector<SftExample>& all, double fraction);
 
 // The batch of examples `which` (indices into `examples`): inputs and targets [B, Tmax] int64, Tmax the longest

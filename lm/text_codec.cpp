@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "autograd/io/exact_number.h"
 #include "data/tokenizer.h"
 #include "lm/chat_template.h"
 #include "lm/llama2c_tokenizer.h"
@@ -108,7 +109,7 @@ std::unique_ptr<TextCodec> codec_for_checkpoint(const optim::Checkpoint& ck, con
   } catch (const Error& e) {
     throw Error(fmt::format("checkpoint '{}': {}", path, e.what()));
   }
-  if (!chat || chat->added_tokens == 0) return tokenizer_codec(ck, path, override_path, std::stoull(vocab->second));
+  if (!chat || chat->added_tokens == 0) return tokenizer_codec(ck, path, override_path, parse_number<uint64_t>(vocab->second, fmt::format("checkpoint '{}': config.vocab_size", path)));
   auto base = tokenizer_codec(ck, path, override_path, chat->tokenizer_vocab);
   TG_CHECK(base->vocab_size() == chat->tokenizer_vocab,
            "checkpoint '{}' was instruction-tuned with a tokenizer of {} tokens; this one has {}", path,

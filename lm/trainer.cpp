@@ -69,9 +69,7 @@ T parse_extra(const std::map<std::string, std::string>& m, const std::string& ke
   TG_CHECK(it != m.end(), "checkpoint '{}' was not written by the trainer: it has no '{}' (to start a new run from its weights, use "
            "--init-from instead of --resume)",
            path, key);
-  T v{};
-  TG_CHECK(parse_exact(it->second, v), "checkpoint '{}': '{}' = '{}' is not a number", path, key, it->second);
-  return v;
+  return parse_number<T>(it->second, fmt::format("checkpoint '{}': '{}'", path, key));
 }
 
 }  // namespace

@@ -29,9 +29,7 @@ class Meta {
   template <class T>
   T num(const std::string& key) const {
     const std::string& s = str(key);
-    T v{};
-    TG_CHECK(parse_exact(s, v), "checkpoint '{}': metadata '{}' = '{}' is not a valid number", path_, key, s);
-    return v;
+    return parse_number<T>(s, fmt::format("checkpoint '{}': metadata '{}'", path_, key));
   }
 
  private:

@@ -141,6 +141,14 @@ TEST_CASE("text inputs: a JSONL line is one document, from the chosen field, bla
   CHECK(reader.bytes_read() == reader.bytes_total());
 }
 
+TEST_CASE("text inputs: a JSONL text that holds the separator stays one document (as document_reader.h says)",
+          "[text-inputs]") {
+  ScratchDir dir("text_inputs_jsonl_separator");
+  write_all(dir.file("d.jsonl"), "{\"text\": \"a<|endoftext|>b\"}\n{\"text\": \"c\"}\n");
+  DocumentReader reader(resolve_text_inputs({dir.file("d.jsonl")}, "--text"), kEot);
+  CHECK(all_documents(reader) == std::vector<std::string>{"a" + kEot + "b" + kEot, "c" + kEot});
+}
+
 TEST_CASE("text inputs: a bad JSONL line is one error naming file, line and field", "[text-inputs]") {
   ScratchDir dir("text_inputs_bad_jsonl");
   const std::string good = "{\"text\": \"fine\"}\n\n";  // lines 1-2

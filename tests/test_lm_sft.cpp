@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -237,6 +238,36 @@ TEST_CASE("sft: held-out examples are spread evenly over the file, the rest keep
   CHECK_THROWS_WITH(lm::hold_out_examples(all, 1.0), Catch::Contains("[0, 1)"));
 }
 
+TEST_CASE("sft: round(n·f) examples are held out, at least one and at most n - 1 when f > 0 and n >= 2", "[sft]") {
+  const auto codec = byte_codec();
+  const lm::ChatTemplate t = lm::ChatTemplate::appended(256);
+  for (const double f : {0.0, 0.05, 0.1, 0.15, 0.25, 0.5, 0.75, 0.9, 0.99})
+    for (size_t n = 0; n <= 40; ++n) {
+      INFO("n " << n << " fraction " << f);
+      std::vector<lm::SftExample> all;
+      for (size_t i = 0; i < n; ++i)
+        all.push_back(lm::encode_sft_example({{"user", "q"}, {"assistant", "a"}}, *codec, t, std::to_string(i)));
+      const std::vector<lm::SftExample> held = lm::hold_out_examples(all, f);
+      size_t expected = 0;
+      if (f > 0 && n >= 2) expected = std::clamp(size_t(std::llround(double(n) * f)), size_t(1), n - 1);
+      CHECK(held.size() == expected);
+      CHECK(all.size() == n - expected);
+      if (!held.empty()) CHECK(held.back().where == std::to_string(n - 1));
+      // Both sets keep the file's order.
+      auto in_order = [](const std::vector<lm::SftExample>& v) {
+        for (size_t i = 1; i < v.size(); ++i)
+          if (std::stoul(v[i - 1].where) >= std::stoul(v[i].where)) return false;
+        return true;
+      };
+      CHECK(in_order(held));
+      CHECK(in_order(all));
+    }
+  // The issue's case: 5 to 9 examples at 0.1 held out nothing.
+  std::vector<lm::SftExample> five;
+  for (int i = 0; i < 5; ++i) five.push_back(lm::encode_sft_example({{"user", "q"}, {"assistant", "a"}}, *codec, t, "x"));
+  CHECK(lm::hold_out_examples(five, 0.1).size() == 1);
+}
+
 TEST_CASE("grow_vocabulary keeps the old rows and logits, new rows are the mean, tied and untied", "[sft]") {
   for (bool tied : {false, true}) {
     INFO("tied " << tied);
@@ -371,7 +402,7 @@ TEST_CASE("sft: a micro model learns to reverse held-out strings exactly (>= 90 
   const lm::ChatTemplate t = lm::ChatTemplate::appended(256);
   std::vector<lm::SftExample> train = lm::parse_sft_jsonl(reverse_jsonl(), "reverse.jsonl", *codec, t, 17);
   std::vector<lm::SftExample> held = lm::hold_out_examples(train, 0.1);
-  REQUIRE(held.size() == 62);
+  REQUIRE(held.size() == 63);
   lm::TrainOptions o;
   o.batch_size = 32, o.steps = 400, o.lr = 3e-3, o.min_lr = 3e-4, o.warmup_steps = 20, o.weight_decay = 0.0;
   o.seed = 21;

@@ -891,8 +891,8 @@ TEST_CASE("Trainer: N steps, checkpoint, resume, M steps gives the losses of N+M
     const std::vector<std::pair<std::string, std::string>> cases = {
         {rewritten("extra.tokens", nullptr), "was not written by the trainer: it has no 'tokens'"},
         {rewritten("extra.wall_s", nullptr), "was not written by the trainer: it has no 'wall_s'"},
-        {rewritten("extra.wall_s", &not_a_number), "'wall_s' = '12ab' is not a number"},
-        {rewritten("extra.best_val_loss", &not_a_number), "'best_val_loss' = '12ab' is not a number"}};
+        {rewritten("extra.wall_s", &not_a_number), "'wall_s' = '12ab' is not a valid number"},
+        {rewritten("extra.best_val_loss", &not_a_number), "'best_val_loss' = '12ab' is not a valid number"}};
     for (const auto& [path, message] : cases) {
       INFO(message);
       lm::TrainOptions other_dir = o;

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 
+#include "autograd/io/exact_number.h"
 #include "data/file_io.h"
 #include "data/hf_tokenizer_json.h"
 #include "dist/communicator.h"
@@ -26,6 +27,7 @@
 #include "lm/chat_template.h"
 #include "lm/evaluate.h"
 #include "lm/memory_estimate.h"
+#include "lm/model_budget.h"
 #include "lm/llama2c_documents.h"
 #include "lm/llama2c_tokenizer.h"
 #include "lm/model_io.h"
@@ -220,6 +222,7 @@ nn::TransformerLMConfig init_from_config(const po::variables_map& vm, const opti
   } catch (const Error& e) {
     throw Error(fmt::format("--init-from '{}' does not hold a TransformerLM config: {}", path, e.what()));
   }
+  lm::check_model_allocation(c, double(lm::checkpoint_parameter_count(ck)), fmt::format("--init-from '{}'", path));
   auto same = [&](const char* flag, auto given, auto theirs) {
     TG_CHECK(given == theirs, "--{} {} contradicts --init-from '{}', whose model has {} = {} (leave --{} out)", flag,
              given, path, flag, theirs, flag);
@@ -350,8 +353,14 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
              "'{}' was imported from llama2.c but its run directory holds no tokenizer.bin", ck_path);
     // The tokenizer's own size: the model's, less the chat template's tokens an --sft run may have added.
     const auto& extra = (*ck)->extra;
-    llama2c_vocab = extra.count("run.chat_tokenizer_vocab") ? std::stoull(extra.at("run.chat_tokenizer_vocab"))
-                                                            : std::stoull((*ck)->config.at("vocab_size"));
+    if (const auto chat_vocab = extra.find("run.chat_tokenizer_vocab"); chat_vocab != extra.end()) {
+      llama2c_vocab = parse_number<uint64_t>(chat_vocab->second,
+                                             fmt::format("checkpoint '{}': run.chat_tokenizer_vocab", ck_path));
+    } else {
+      const auto vocab = (*ck)->config.find("vocab_size");
+      TG_CHECK(vocab != (*ck)->config.end(), "checkpoint '{}' has no config.vocab_size", ck_path);
+      llama2c_vocab = parse_number<uint64_t>(vocab->second, fmt::format("checkpoint '{}': config.vocab_size", ck_path));
+    }
   }
 
   // The tokenizer: the given one, the run's own when resuming, or the one that came with --init-from's checkpoint
@@ -430,6 +439,8 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   nn::TransformerLMConfig config;
   if (resume_ck && !model_flags) {
     config = nn::TransformerLMConfig::from_config_map(resume_ck->config);
+    lm::check_model_allocation(config, double(lm::checkpoint_parameter_count(*resume_ck)),
+                               fmt::format("--resume '{}'", resume_from));
   } else if (init_ck) {
     config = init_from_config(vm, *init_ck, init_from);
   } else {
