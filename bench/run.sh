@@ -49,6 +49,10 @@
 #                           nanogpt, PyTorch 2.x from BENCH_TORCH2, default /opt/torch2/bin/python) vs `tapegrad
 #                           train` with nanoGPT's recipe vs `--recipe modern` (a short run, and one of nanoGPT's
 #                           wall-clock), at BENCH_THREADS (default 1,2); losses over the whole validation split.
+#   bench/run.sh mainjob    the main job's setup (TinyStories excerpt, BPE 2048, 800 steps) with each recipe,
+#                           tapegrad and its PyTorch peer (bench/main_job_race.py, bench/torch_peer_train.py;
+#                           PyTorch from BENCH_TORCH2, which must have torch.optim.Muon: 2.9 or later) at
+#                           BENCH_THREADS (default 1; one thread count); never run by `all`.
 #
 # Steps: source scripts/blas_env.sh (OPENBLAS_CORETYPE for this CPU, the same for every program run
 # here); scripts/deps.sh --bench (installs only what is missing; plain deps.sh for `tool`); scripts/build.sh (Release, build/);
@@ -64,8 +68,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 mode=${1:-all}
-case "$mode" in overhead | large | all | bpe | train | tool | generate | int8 | race) ;; *)
-  echo "usage: bench/run.sh overhead|large|all|bpe|train|tool|generate|int8|race [micro|small|tiny|all]" >&2
+case "$mode" in overhead | large | all | bpe | train | tool | generate | int8 | race | mainjob) ;; *)
+  echo "usage: bench/run.sh overhead|large|all|bpe|train|tool|generate|int8|race|mainjob [micro|small|tiny|all]" >&2
   exit 2
   ;;
 esac
@@ -75,6 +79,13 @@ if [[ $mode == race ]]; then
   source scripts/blas_env.sh
   exec python3 bench/race.py --tool build/tools/tapegrad --python "${BENCH_TORCH2:-/opt/torch2/bin/python}" \
     --threads "${BENCH_THREADS:-1,2}"
+fi
+if [[ $mode == mainjob ]]; then
+  scripts/deps.sh
+  scripts/build.sh >/dev/null
+  source scripts/blas_env.sh
+  exec python3 bench/main_job_race.py --tool build/tools/tapegrad --python "${BENCH_TORCH2:-/opt/torch2/bin/python}" \
+    --threads "${BENCH_THREADS:-1}"
 fi
 REPS=${BENCH_REPS:-9}
 THREADS=${BENCH_THREADS:-1,2}

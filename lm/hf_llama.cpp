@@ -3,6 +3,7 @@
 #include "lm/hf_llama.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <cstring>
@@ -84,6 +85,9 @@ void export_hf_llama(const nn::TransformerLM& model, const std::string& dir, std
   const nn::TransformerLMConfig& c = model.config;
   const auto sd = model.state_dict();
   TG_CHECK(c.n_layers >= 1, "export hf: the model has no layers");
+  if (const auto modern = c.non_llama_options(); !modern.empty())
+    throw Error(fmt::format("export hf: the model was trained with {}, which a Hugging Face Llama model cannot hold",
+                            fmt::join(modern, ", ")));
   auto rows = [&](const std::string& name) {
     const auto it = sd.find(name);
     TG_CHECK(it != sd.end(), "export hf: the model has no parameter '{}'", name);

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "autograd/io/atomic_file.h"
+#include <fmt/ranges.h>
+
 #include "kernels/error.h"
 #include "kernels/int8.h"
 #include "lm/llama2c_layout.h"
@@ -88,6 +90,9 @@ Llama2cExport export_llama2c(const nn::TransformerLM& model, const std::string& 
   for (const auto& [name, t] : model.state_dict()) weights[name] = {name, t, nullptr};
   for (const auto& [prefix, q] : model.named_int8_weights()) weights[prefix + ".weight"] = {prefix + ".weight", Tensor(), q};
 
+  if (const auto modern = c.non_llama_options(); !modern.empty())
+    throw Error(fmt::format("export llama2c: the model was trained with {}, which llama2.c's format cannot hold "
+                            "(its model is the Llama architecture alone)", fmt::join(modern, ", ")));
   const int64_t C = c.d_model, L = c.n_layers, H = c.n_heads, KVH = c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads;
   const int64_t V = c.vocab_size, T = c.context_length;
   TG_CHECK(L >= 1 && H >= 1 && C % H == 0 && KVH >= 1 && H % KVH == 0 && (C / H) % 2 == 0,

@@ -71,7 +71,8 @@ MemoryEstimate estimate_training_memory(const nn::TransformerLMConfig& config, c
            o.batch_size, o.grad_accum);
   const int64_t V = config.vocab_size, T = config.context_length, C = config.d_model, L = config.n_layers;
   const int64_t H = config.n_heads, Hkv = config.n_kv_heads > 0 ? config.n_kv_heads : H, D = C / H;
-  const int64_t F = config.d_ff > 0 ? config.d_ff : nn::SwiGLU::default_d_ff(C);
+  const int64_t F = config.d_ff > 0 ? config.d_ff : nn::default_d_ff(config.ffn, C);
+  const int64_t ffn_matrices = config.ffn == nn::FFNKind::ReLU2 ? 2 : 3;  // w1, w2 (, w3)
   const int64_t s = int64_t(dtype_size(config.dtype)), B = o.batch_size, N = B * T;
 
   // Parameters (nn/transformer_lm.h): the embedding, per block two RMSNorm gains and seven matrices, the final
@@ -80,7 +81,7 @@ MemoryEstimate estimate_training_memory(const nn::TransformerLMConfig& config, c
   block_params.add(2, C, s);          // ln1, ln2
   block_params.add(2, C * C, s);      // q_proj [H·D, C], output_proj [C, H·D]
   block_params.add(2, Hkv * D * C, s);  // k_proj, v_proj
-  block_params.add(3, F * C, s);      // w1, w3 [F, C], w2 [C, F]
+  block_params.add(ffn_matrices, F * C, s);  // w1 (, w3) [F, C], w2 [C, F]
   Ledger params;
   params.add(config.tie_embeddings ? 1 : 2, V * C, s);
   params.add(1, C, s);
@@ -130,8 +131,7 @@ MemoryEstimate estimate_training_memory(const nn::TransformerLMConfig& config, c
   if (eval_b > B) eval_logits.add(1, eval_b * T * V, s);
 
   MemoryEstimate e;
-  e.parameter_count = (config.tie_embeddings ? 1 : 2) * V * C + C +
-                      L * (2 * C + 2 * C * C + 2 * Hkv * D * C + 3 * F * C);
+  e.parameter_count = int64_t(config.parameter_count());
   e.tokens_per_micro_batch = N;
   e.activations_per_block = block_acts.cpu;
   e.activations_after_blocks = head_acts.cpu;

@@ -167,10 +167,7 @@ InferenceModel read_int8_model(const std::string& path) {
   // Every weight of the config is in the file (int8 or float): a config that needs more than the file holds
   // is refused before a model of its size is allocated. (In double: a damaged config must not overflow.)
   {
-    const double C = double(config.d_model), V = double(config.vocab_size), L = double(config.n_layers);
-    const double F = double(config.d_ff > 0 ? config.d_ff : nn::SwiGLU::default_d_ff(config.d_model));
-    const double KV = double(config.n_kv_heads > 0 ? config.n_kv_heads : config.n_heads) * (C / double(config.n_heads));
-    const double needed = V * C * (config.tie_embeddings ? 1 : 2) + C + L * (2 * C + 2 * C * C + 2 * C * KV + 3 * C * F);
+    const double needed = config.n_heads > 0 ? config.parameter_count() : -1;
     double held = 0;
     for (const auto& [name, b] : blobs)
       if (!ends_with(name, kScalesSuffix)) held += double(b.nbytes) / (b.dtype == "I8" ? 1.0 : 4.0);

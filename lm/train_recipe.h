@@ -4,10 +4,12 @@
 // --recipe is given.
 //   classic  AdamW at --lr 1e-3, the cosine to lr/10 (CS336's recipe; tapegrad's defaults before recipes)
 //   modern   Muon for the blocks' matrices (lr 0.02) and AdamW for the rest at 6e-3, warmup–stable–decay
-//            over the last 40 % to 0 — what the race against nanoGPT measured best (docs/training.md, "The race")
+//            over the last 40 % to 0, and a new model gets QK-norm — what the race against nanoGPT measured
+//            best (docs/training.md, "The race")
 #pragma once
 #include <string>
 
+#include "nn/transformer_lm.h"
 #include "optim/lm_optimizer.h"
 #include "optim/lr_schedule.h"
 
@@ -21,7 +23,15 @@ struct TrainRecipe {
   double min_lr_ratio;    // --min-lr = lr·ratio
   double muon_lr;         // Muon's peak (--muon-lr)
   double decay_fraction;  // --decay-fraction (WSD)
+  // The architecture of a new model (--init-from and --resume keep the checkpoint's): the modern options of
+  // nn::TransformerLMConfig, each overridden by its own flag (--ffn, --qk-norm, …).
+  nn::FFNKind ffn = nn::FFNKind::SwiGLU;
+  bool qk_norm = false, norm_gain = true, embed_norm = false, zero_init_projections = false;
+  double logit_softcap = 0;
 };
+
+// The recipe's architecture options written into `config` (its shape fields are left alone).
+void apply_recipe_architecture(const TrainRecipe& recipe, nn::TransformerLMConfig& config);
 
 // "classic" / "modern"; anything else: tapegrad::Error naming --recipe.
 const TrainRecipe& train_recipe(const std::string& name);

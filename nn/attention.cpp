@@ -30,7 +30,7 @@ Tensor causal_mask(int64_t t, Device device) {
 }
 
 CausalSelfAttention::CausalSelfAttention(int64_t d, int64_t h, int64_t hkv, std::shared_ptr<RotaryEmbedding> r,
-                                         DType dtype, Generator* gen)
+                                         DType dtype, Generator* gen, bool qk_norm, bool norm_gain, double eps)
     : d_model(d), n_heads(h), n_kv_heads(hkv > 0 ? hkv : h), rope(std::move(r)) {
   TG_CHECK(d > 0 && h > 0, "CausalSelfAttention: d_model and n_heads must be positive, got {} and {}", d, h);
   TG_CHECK(d % h == 0, "CausalSelfAttention: d_model {} is not divisible by n_heads {}", d, h);
@@ -43,6 +43,17 @@ CausalSelfAttention::CausalSelfAttention(int64_t d, int64_t h, int64_t hkv, std:
   k_proj = register_module("k_proj", std::make_shared<Linear>(d, n_kv_heads * head_dim, false, dtype, gen));
   v_proj = register_module("v_proj", std::make_shared<Linear>(d, n_kv_heads * head_dim, false, dtype, gen));
   output_proj = register_module("output_proj", std::make_shared<Linear>(n_heads * head_dim, d, false, dtype, gen));
+  if (qk_norm) {
+    q_norm = register_module("q_norm", std::make_shared<RMSNorm>(head_dim, eps, dtype, norm_gain));
+    k_norm = register_module("k_norm", std::make_shared<RMSNorm>(head_dim, eps, dtype, norm_gain));
+  }
+}
+
+Tensor CausalSelfAttention::split_heads(const Tensor& projected, int64_t n, const RMSNorm* norm, bool fused) const {
+  const int64_t B = projected.size(0), T = projected.size(1);
+  Tensor heads = projected.view({B, T, n, head_dim});  // [B, T, n, D]
+  if (norm) heads = fused ? norm->forward(heads) : norm->forward_reference(heads);
+  return heads.transpose(1, 2);  // [B, n, T, D]: a view, the fused ops keep the [B, T, n, D] memory order
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& positions) const {
@@ -62,10 +73,10 @@ Tensor CausalSelfAttention::attend(const Tensor& x, const Tensor& positions, boo
                                        : arange(0.0, static_cast<double>(T), 1.0, Options(kInt64).device(x.device()));
   TG_CHECK(pos.dim() == 1 && pos.size(0) == T, "CausalSelfAttention: positions must be [T] = [{}], got {}", T,
            pos.shape());
-  // [B, T, H·D] → [B, T, H, D] → [B, H, T, D]: views; the fused ops keep the [B, T, H, D] memory order
-  Tensor q = q_proj->forward(x).view({B, T, H, D}).transpose(1, 2);
-  Tensor k = k_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);  // [B, Hkv, T, D]
-  Tensor v = v_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);
+  // [B, T, H·D] → [B, T, H, D] (QK-norm over D) → [B, H, T, D]
+  Tensor q = split_heads(q_proj->forward(x), H, q_norm.get(), fused);
+  Tensor k = split_heads(k_proj->forward(x), Hkv, k_norm.get(), fused);  // [B, Hkv, T, D]
+  Tensor v = split_heads(v_proj->forward(x), Hkv, nullptr, fused);
   if (rope) {
     q = fused ? rope->forward(q, pos) : rope->forward_reference(q, pos);
     k = fused ? rope->forward(k, pos) : rope->forward_reference(k, pos);
@@ -90,16 +101,24 @@ CausalSelfAttention::QKV CausalSelfAttention::project_for_cache(const Tensor& x,
   // Generating under bf16 precision: q, k, v in one matmul [B, T, (H + 2·Hkv)·D] (StackedWeightCast), and q, k
   // rotated in one call over their H + Hkv adjacent heads — the same values as the calls per projection.
   const Tensor qkv = stacked_linear_forward(x, {q_proj.get(), k_proj.get(), v_proj.get()}, qkv_cast_);
-  if (qkv.defined()) {
+  if (qkv.defined() && q_norm) {  // QK-norm: each part normalized by its own norm, then rotated
+    q = split_heads(qkv.narrow(2, 0, H * D), H, q_norm.get(), true);
+    k = split_heads(qkv.narrow(2, H * D, Hkv * D), Hkv, k_norm.get(), true);
+    v = split_heads(qkv.narrow(2, (H + Hkv) * D, Hkv * D), Hkv, nullptr, true);
+    if (rope) {
+      q = rope->forward(q, positions);
+      k = rope->forward(k, positions);
+    }
+  } else if (qkv.defined()) {
     Tensor qk = qkv.narrow(2, 0, (H + Hkv) * D).view({B, T, H + Hkv, D}).transpose(1, 2);  // [B, H + Hkv, T, D]
     if (rope) qk = rope->forward(qk, positions);
     q = qk.narrow(1, 0, H);
     k = qk.narrow(1, H, Hkv);
     v = qkv.narrow(2, (H + Hkv) * D, Hkv * D).view({B, T, Hkv, D}).transpose(1, 2);
   } else {
-    q = q_proj->forward(x).view({B, T, H, D}).transpose(1, 2);    // [B, H, T, D]
-    k = k_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);  // [B, Hkv, T, D]
-    v = v_proj->forward(x).view({B, T, Hkv, D}).transpose(1, 2);
+    q = split_heads(q_proj->forward(x), H, q_norm.get(), true);    // [B, H, T, D]
+    k = split_heads(k_proj->forward(x), Hkv, k_norm.get(), true);  // [B, Hkv, T, D]
+    v = split_heads(v_proj->forward(x), Hkv, nullptr, true);
     if (rope) {
       q = rope->forward(q, positions);
       k = rope->forward(k, positions);

@@ -9,12 +9,17 @@
 // D = C / H) → RoPE on q and k (when given a RotaryEmbedding) → causal SDPA → output_proj.
 // Grouped-query attention: query head h reads kv head h / (H / Hkv); done without copying K/V
 // by viewing q as [B, Hkv, G, T, D] against k, v [B, Hkv, 1, T, D].
-// Parameter names: q_proj, k_proj, v_proj, output_proj (CS336); Hugging Face: q/k/v/o_proj.
+// QK-norm (qk_norm = true; OLMo 2, Qwen3, modded-nanogpt): each head's query and key vector RMS-normalized over
+// D (q_norm, k_norm: RMSNorm [D], with a gain unless norm_gain is false) after the projection and before RoPE,
+// so the logits q·k/√D stay bounded however the projections grow (a larger learning rate stays stable).
+// Parameter names: q_proj, k_proj, v_proj, output_proj (CS336), q_norm, k_norm; Hugging Face: q/k/v/o_proj,
+// q_norm/k_norm (Qwen3).
 // forward runs the fused ops (rope, causal_attention: no [T, T] matrix stored, heads split
 // and merged as views); forward_reference is the composition above, its test oracle.
 #pragma once
 #include "nn/kv_cache.h"
 #include "nn/linear.h"
+#include "nn/rmsnorm.h"
 #include "nn/rope.h"
 
 namespace tapegrad::nn {
@@ -30,7 +35,7 @@ class CausalSelfAttention : public Module {
   // registered (its tables are non-persistent buffers), so several layers can use one table.
   CausalSelfAttention(int64_t d_model, int64_t n_heads, int64_t n_kv_heads = 0,
                       std::shared_ptr<RotaryEmbedding> rope = nullptr, DType dtype = kFloat32,
-                      Generator* gen = nullptr);
+                      Generator* gen = nullptr, bool qk_norm = false, bool norm_gain = true, double eps = 1e-5);
   // x [B, T, C]; positions int [T] (default 0..T−1) → [B, T, C]
   Tensor forward(const Tensor& x, const Tensor& positions = Tensor()) const;
   Tensor operator()(const Tensor& x, const Tensor& positions = Tensor()) const { return forward(x, positions); }
@@ -51,6 +56,7 @@ class CausalSelfAttention : public Module {
   int64_t d_model, n_heads, n_kv_heads, head_dim;
   std::shared_ptr<RotaryEmbedding> rope;
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, output_proj;  // [H·D, C], [Hkv·D, C] ×2, [C, H·D]
+  std::shared_ptr<RMSNorm> q_norm, k_norm;                        // [D] each; null without QK-norm
 
  private:
   // forward (fused = true) and forward_reference (fused = false): the same projections, either path.
@@ -61,6 +67,8 @@ class CausalSelfAttention : public Module {
     Tensor q, k, v;
   };
   QKV project_for_cache(const Tensor& x, const Tensor& positions, DType dtype) const;
+  // [B, T, n·D] projected heads → [B, n, T, D] (a view), RMS-normalized per head first when `norm` is given.
+  Tensor split_heads(const Tensor& projected, int64_t n, const RMSNorm* norm, bool fused) const;
   StackedWeightCast qkv_cast_;  // [Wq; Wk; Wv] in bf16 while generating under bf16 precision (one matmul)
 };
 

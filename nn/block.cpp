@@ -6,12 +6,18 @@
 namespace tapegrad::nn {
 
 TransformerBlock::TransformerBlock(int64_t d_model, int64_t n_heads, int64_t n_kv_heads, int64_t d_ff,
-                                   std::shared_ptr<RotaryEmbedding> rope, double eps, DType dtype, Generator* gen) {
-  ln1 = register_module("ln1", std::make_shared<RMSNorm>(d_model, eps, dtype));
-  attn = register_module("attn",
-                         std::make_shared<CausalSelfAttention>(d_model, n_heads, n_kv_heads, std::move(rope), dtype, gen));
-  ln2 = register_module("ln2", std::make_shared<RMSNorm>(d_model, eps, dtype));
-  ffn = register_module("ffn", std::make_shared<SwiGLU>(d_model, d_ff, dtype, gen));
+                                   std::shared_ptr<RotaryEmbedding> rope, double eps, DType dtype, Generator* gen,
+                                   const BlockOptions& o) {
+  ln1 = register_module("ln1", std::make_shared<RMSNorm>(d_model, eps, dtype, o.norm_gain));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(d_model, n_heads, n_kv_heads, std::move(rope),
+                                                                       dtype, gen, o.qk_norm, o.norm_gain, eps));
+  ln2 = register_module("ln2", std::make_shared<RMSNorm>(d_model, eps, dtype, o.norm_gain));
+  ffn = register_module("ffn", make_block_ffn(o.ffn, d_model, d_ff, dtype, gen));
+  if (o.zero_init_projections) {
+    NoGradGuard no_grad;
+    attn->output_proj->weight.zero_();
+    ffn->w2->weight.zero_();
+  }
 }
 
 namespace {

@@ -6,9 +6,10 @@
 
 namespace tapegrad::nn {
 
-RMSNorm::RMSNorm(int64_t d, double e, DType dtype) : d_model(d), eps(e) {
+RMSNorm::RMSNorm(int64_t d, double e, DType dtype, bool g) : d_model(d), eps(e), gain(g) {
   TG_CHECK(d > 0, "RMSNorm: d_model must be positive, got {}", d);
-  weight = register_parameter("weight", ones({d}, dtype));
+  weight = gain ? register_parameter("weight", ones({d}, dtype))
+                : register_buffer("weight", ones({d}, dtype), /*persistent=*/false);
 }
 
 namespace {

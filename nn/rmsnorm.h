@@ -1,4 +1,6 @@
 // rmsnorm.h — RMSNorm over the last dim: y = x / sqrt(mean(x²) + eps) · g, g [C] starts at ones.
+// Without a gain (gain = false; modded-nanogpt's norms): g is a constant 1, a non-persistent buffer — no
+// parameter, nothing in the state dict, no gradient.
 // Its statistic 1/rms is float32 or wider whatever the input dtype (float32 for bfloat16 x).
 // forward runs the fused op rms_norm (one kernel each way); forward_reference is the composition.
 #pragma once
@@ -8,7 +10,7 @@ namespace tapegrad::nn {
 
 class RMSNorm : public Module {
  public:
-  explicit RMSNorm(int64_t d_model, double eps = 1e-5, DType dtype = kFloat32);
+  explicit RMSNorm(int64_t d_model, double eps = 1e-5, DType dtype = kFloat32, bool gain = true);
   // x [..., C] → [..., C]
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
@@ -22,7 +24,8 @@ class RMSNorm : public Module {
 
   int64_t d_model;
   double eps;
-  Tensor weight;  // g [C]
+  bool gain;
+  Tensor weight;  // g [C]: a parameter, or (gain = false) a constant buffer of ones
 };
 
 }  // namespace tapegrad::nn

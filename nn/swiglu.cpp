@@ -9,7 +9,9 @@ int64_t SwiGLU::default_d_ff(int64_t d) {
   return (raw + 63) / 64 * 64;
 }
 
-SwiGLU::SwiGLU(int64_t d, int64_t f, DType dtype, Generator* gen) : d_model(d), d_ff(f > 0 ? f : default_d_ff(d)) {
+SwiGLU::SwiGLU(int64_t d, int64_t f, DType dtype, Generator* gen) {
+  d_model = d;
+  d_ff = f > 0 ? f : default_d_ff(d);
   w1 = register_module("w1", std::make_shared<Linear>(d_model, d_ff, false, dtype, gen));
   w2 = register_module("w2", std::make_shared<Linear>(d_ff, d_model, false, dtype, gen));
   w3 = register_module("w3", std::make_shared<Linear>(d_model, d_ff, false, dtype, gen));

@@ -19,13 +19,15 @@ const TransformerLMConfig& validated(const TransformerLMConfig& c) {
   TG_CHECK(c.n_heads % kv == 0, "TransformerLM: n_heads {} is not divisible by n_kv_heads {}", c.n_heads, kv);
   TG_CHECK((c.d_model / c.n_heads) % 2 == 0, "TransformerLM: the head dim d_model / n_heads = {} must be even (RoPE)",
            c.d_model / c.n_heads);
+  TG_CHECK(c.logit_softcap >= 0 && std::isfinite(c.logit_softcap),
+           "TransformerLM: logit_softcap {} must be a finite number ≥ 0 (0: no cap)", c.logit_softcap);
   return c;
 }
 }  // namespace
 
 TransformerLM::TransformerLM(const TransformerLMConfig& c, Generator* gen) : config(validated(c)) {
   if (config.n_kv_heads <= 0) config.n_kv_heads = config.n_heads;
-  if (config.d_ff <= 0) config.d_ff = SwiGLU::default_d_ff(config.d_model);
+  if (config.d_ff <= 0) config.d_ff = default_d_ff(config.ffn, config.d_model);
   const DType dt = config.dtype;
   rope = std::make_shared<RotaryEmbedding>(config.rope_theta, config.d_model / config.n_heads, config.context_length,
                                            dt);
@@ -35,11 +37,14 @@ TransformerLM::TransformerLM(const TransformerLMConfig& c, Generator* gen) : con
   const double embedding_std = config.tie_embeddings ? 1.0 / std::sqrt(double(config.d_model)) : 1.0;
   token_embeddings = register_module(
       "token_embeddings", std::make_shared<Embedding>(config.vocab_size, config.d_model, dt, gen, embedding_std));
+  if (config.embed_norm)
+    embed_norm = register_module("embed_norm", std::make_shared<RMSNorm>(config.d_model, config.eps, dt, config.norm_gain));
   layers = register_module("layers", std::make_shared<ModuleList>());
+  const BlockOptions options{config.ffn, config.qk_norm, config.norm_gain, config.zero_init_projections};
   for (int64_t i = 0; i < config.n_layers; ++i)
     blocks.push_back(layers->push_back(std::make_shared<TransformerBlock>(
-        config.d_model, config.n_heads, config.n_kv_heads, config.d_ff, rope, config.eps, dt, gen)));
-  ln_final = register_module("ln_final", std::make_shared<RMSNorm>(config.d_model, config.eps, dt));
+        config.d_model, config.n_heads, config.n_kv_heads, config.d_ff, rope, config.eps, dt, gen, options)));
+  ln_final = register_module("ln_final", std::make_shared<RMSNorm>(config.d_model, config.eps, dt, config.norm_gain));
   if (!config.tie_embeddings)
     lm_head = register_module("lm_head", std::make_shared<Linear>(config.d_model, config.vocab_size, false, dt, gen));
   // Shared by every layer. Its buffers are not persistent (no saved state); registered so that
@@ -54,7 +59,7 @@ Tensor TransformerLM::forward(const Tensor& ids, std::vector<Tensor>* hidden) co
            T, config.context_length);
   // The residual stream goes from block to block unsummed: each block's last add runs fused with the next
   // norm (nn/block.h: Residual).
-  Residual x{token_embeddings->forward(ids), Tensor()};  // [B, T, C]
+  Residual x{embed(ids), Tensor()};                     // [B, T, C]
   const Tensor positions = rope->positions(0, T);       // on the model's device
   for (const auto& block : blocks) {
     x = block->forward_unsummed(x, positions);  // [B, T, C] + [B, T, C]
@@ -63,11 +68,20 @@ Tensor TransformerLM::forward(const Tensor& ids, std::vector<Tensor>* hidden) co
   return classify(ln_final->forward_add(x.stream, x.branch).normed);
 }
 
+Tensor TransformerLM::embed(const Tensor& ids) const {
+  const Tensor x = token_embeddings->forward(ids);  // [B, T, C]
+  return embed_norm ? embed_norm->forward(x) : x;
+}
+
 Tensor TransformerLM::classify(const Tensor& x) const {
-  if (lm_head) return lm_head->forward(x);  // [B, T, C] @ [C, V] → [B, T, V]
-  // tied: W_E [V, C]
-  if (token_embeddings->int8_weight) return int8_linear(x, *token_embeddings->int8_weight);
-  return matmul(autocast(x, Stage::Matmul), tied_head_cast_(token_embeddings->weight, Stage::Matmul).t());
+  Tensor z;
+  if (lm_head) z = lm_head->forward(x);  // [B, T, C] @ [C, V] → [B, T, V]
+  else if (token_embeddings->int8_weight) z = int8_linear(x, *token_embeddings->int8_weight);  // tied: W_E [V, C]
+  else z = matmul(autocast(x, Stage::Matmul), tied_head_cast_(token_embeddings->weight, Stage::Matmul).t());
+  if (config.logit_softcap <= 0) return z;
+  // Soft cap: c·tanh(z / c) ≈ z for |z| ≪ c and never beyond ±c; d/dz = 1 − tanh²(z / c).
+  const double c = config.logit_softcap;
+  return tanh(z * (1.0 / c)) * c;
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<Linear>>> TransformerLM::named_linears() const {
@@ -81,7 +95,7 @@ std::vector<std::pair<std::string, std::shared_ptr<Linear>>> TransformerLM::name
     out.emplace_back(p + "attn.output_proj", b.attn->output_proj);
     out.emplace_back(p + "ffn.w1", b.ffn->w1);
     out.emplace_back(p + "ffn.w2", b.ffn->w2);
-    out.emplace_back(p + "ffn.w3", b.ffn->w3);
+    if (b.ffn->w3) out.emplace_back(p + "ffn.w3", b.ffn->w3);  // SwiGLU's up projection (none in ReLU²)
   }
   if (lm_head) out.emplace_back("lm_head", lm_head);
   return out;
@@ -117,7 +131,7 @@ Tensor TransformerLM::forward(const Tensor& ids, KVCache& cache, bool last_only)
            "TransformerLM: the KV cache holds batch {} and {} layers, the ids batch {} and the model {} layers",
            cache.batch(), cache.num_layers(), ids.size(0), blocks.size());
   NoGradGuard no_grad;
-  Residual x{token_embeddings->forward(ids), Tensor()};  // [B, T, C]
+  Residual x{embed(ids), Tensor()};  // [B, T, C]
   for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward_cached(x, cache.layer(l), start);
   cache.advance(T);
   if (last_only && T > 1) x = {x.stream.narrow(1, T - 1, 1), x.branch.narrow(1, T - 1, 1)};  // [B, 1, C]
@@ -137,7 +151,7 @@ Tensor TransformerLM::forward_decode(const Tensor& token, KVCache& cache, const 
   const Tensor pos = position.reshape({1});
   // The token's own row included; int64 on the device (a binary add: add_scalar is for floating tensors).
   const Tensor key_count = pos + ones({1}, Options(kInt64).device(pos.device()));
-  Residual x{token_embeddings->forward(token), Tensor()};  // [B, 1, C]
+  Residual x{embed(token), Tensor()};  // [B, 1, C]
   for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward_decode(x, cache.layer(l), pos, key_count);
   return classify(ln_final->forward_add(x.stream, x.branch).normed);
 }

@@ -16,6 +16,11 @@
 //   ln_final.weight                    [C]        model.norm.weight
 //   lm_head.weight                     [V, C]     lm_head.weight (absent when tie_embeddings:
 //                                                 the logits then use token_embeddings.weight)
+// The modern options (TransformerLMConfig below; docs/training.md) add or drop:
+//   embed_norm.weight                  [C]        after the embedding (embed_norm)
+//   layers.{i}.attn.q_norm.weight      [D]        QK-norm (qk_norm), and attn.k_norm.weight [D]
+//   (no ffn.w3 with the ReLU² feed-forward; no norm weights at all when norm_gain is false)
+// and the logits become c·tanh(z / c) with logit_softcap = c > 0.
 // (*) Hugging Face applies RoPE "rotate half" (pairs (j, j + D/2)) while we rotate interleaved
 // pairs (2k, 2k+1); HF checkpoints converted from Meta's have their q/k rows permuted per head
 // accordingly, so importing them needs the inverse permutation (lm/hf_llama.h does both directions).
@@ -26,6 +31,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "nn/block.h"
 #include "nn/embedding.h"
@@ -45,13 +51,30 @@ struct TransformerLMConfig {
   bool tie_embeddings = false;
   double eps = 1e-5;       // RMSNorm
   DType dtype = kFloat32;
+  // The modern options (each off by default: the fields above alone are the Llama architecture).
+  FFNKind ffn = FFNKind::SwiGLU;       // "relu2": y = w2(relu(w1 x)²), d_ff default 4·C (nn/relu_squared.h)
+  bool qk_norm = false;                // RMSNorm over each head's q and k before RoPE (nn/attention.h)
+  bool norm_gain = true;               // false: every RMSNorm without its learned gain g
+  bool embed_norm = false;             // an RMSNorm right after the token embedding
+  bool zero_init_projections = false;  // attn.output_proj, ffn.w2 start at zero (training only: an init)
+  double logit_softcap = 0;            // c > 0: logits = c·tanh(z / c) (Gemma 2, modded-nanogpt)
 
   // Every field as a string: integers in decimal, doubles in the shortest form that reads back to
-  // the same bits, tie_embeddings "true"/"false", dtype "float32"/"float64". Keys are the field names.
+  // the same bits, booleans "true"/"false", dtype "float32"/"float64", ffn "swiglu"/"relu2". Keys are the
+  // field names; a modern option is written only when it differs from its default (a Llama config's map, and
+  // so every checkpoint written before the options existed, holds the first 11 keys alone).
   std::map<std::string, std::string> to_config_map() const;
-  // The inverse: every field must be present, no unknown key, every value must parse completely;
-  // otherwise one tapegrad::Error lists all the problems. (Implemented in transformer_lm_config.cpp.)
+  // The inverse: every one of the first 11 fields must be present (a modern option may be absent: its
+  // default), no unknown key, every value must parse completely; otherwise one tapegrad::Error lists all the
+  // problems. (Implemented in transformer_lm_config.cpp.)
   static TransformerLMConfig from_config_map(const std::map<std::string, std::string>& map);
+  // The modern options that differ from the Llama architecture, as train flags ("--ffn relu2", "--qk-norm",
+  // …; zero_init_projections is not one: it leaves no trace in a trained model). Empty: a Llama model, which
+  // llama2.c's and Hugging Face's Llama formats can hold.
+  std::vector<std::string> non_llama_options() const;
+  // How many weights the model has (every parameter, the norms' gains included), in double so that a damaged
+  // config cannot overflow: what a file must hold before a model of this config is built from it.
+  double parameter_count() const;
 };
 
 class TransformerLM : public Module {
@@ -92,12 +115,14 @@ class TransformerLM : public Module {
   std::shared_ptr<Embedding> token_embeddings;
   std::shared_ptr<ModuleList> layers;  // registered as "layers": names layers.{i}.…
   std::vector<std::shared_ptr<TransformerBlock>> blocks;  // the same blocks, typed
+  std::shared_ptr<RMSNorm> embed_norm;  // null unless config.embed_norm
   std::shared_ptr<RMSNorm> ln_final;
   std::shared_ptr<Linear> lm_head;     // null when tie_embeddings
   std::shared_ptr<RotaryEmbedding> rope;  // shared by every layer; not registered (no saved state)
 
  private:
-  Tensor classify(const Tensor& x) const;  // [B, T, C] → logits [B, T, V]
+  Tensor embed(const Tensor& ids) const;   // [B, T] → [B, T, C] (embed_norm applied)
+  Tensor classify(const Tensor& x) const;  // [B, T, C] → logits [B, T, V] (soft-capped)
   WeightCast tied_head_cast_;  // the tied head's bf16 copy of W_E while a CastCacheGuard is alive
 };
 

@@ -101,7 +101,7 @@ void Muon::step() {
   });
   // O = NS(u) of every matrix: those of one shape iterate as one batch (newton_schulz.h).
   const std::vector<Tensor> O =
-      newton_schulz_orthogonalize_many(directions, o.ns_coefficients_, o.ns_steps_, o.eps_, o.ns_dtype_);
+      newton_schulz_orthogonalize_many(directions, o.ns_coefficients_, o.ns_steps_, o.eps_, o.ns_dtype_, o.ns_form_);
   for (size_t k = 0; k < updates.size(); ++k) {
     Tensor& p = updates[k].param;
     const double lr = updates[k].lr, wd = updates[k].weight_decay;

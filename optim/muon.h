@@ -25,7 +25,9 @@
 // and dtype), created as zeros on its first update.
 // One difference, on purpose: torch computes the Newton–Schulz iteration in bfloat16 always; here it runs in
 // the parameter's dtype unless ns_dtype says otherwise (on the CPU bf16 is not faster — kernels/bf16_bridge.h
-// widens it to float32 — and float64 lets the test hold torch's float64 iteration to 1e-10).
+// widens it to float32 — and float64 lets the test hold torch's float64 iteration to 1e-10). And for a wide
+// matrix (n > 1.5·k) in float32/float64 the iteration runs in its Gram form (ns_form Auto, newton_schulz.h):
+// the same values in exact arithmetic with fewer multiply-adds.
 #pragma once
 #include <array>
 #include <optional>
@@ -54,6 +56,7 @@ struct MuonOptions {
   MuonOptions& eps(double v) { eps_ = v; return *this; }
   MuonOptions& adjust_lr(MuonLrAdjust v) { adjust_lr_ = v; return *this; }
   MuonOptions& ns_dtype(std::optional<DType> v) { ns_dtype_ = v; return *this; }
+  MuonOptions& ns_form(NewtonSchulzForm v) { ns_form_ = v; return *this; }
   double lr_;
   double weight_decay_ = 0.1;
   double momentum_ = 0.95;
@@ -63,6 +66,7 @@ struct MuonOptions {
   double eps_ = kNewtonSchulzEps;
   MuonLrAdjust adjust_lr_ = MuonLrAdjust::Original;
   std::optional<DType> ns_dtype_;  // unset: the parameter's dtype (torch: always bfloat16)
+  NewtonSchulzForm ns_form_ = NewtonSchulzForm::Auto;
 };
 
 class Muon final : public Optimizer {

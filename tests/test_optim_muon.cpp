@@ -164,6 +164,48 @@ TEST_CASE("Newton-Schulz: the cubic iteration converges to the polar factor, tra
                     Catch::Contains("steps must be in [0, 100)"));
 }
 
+TEST_CASE("Newton-Schulz: the Gram form equals the direct iteration (float64 1e-12, float32 at its rounding)",
+          "[optim][muon]") {
+  Generator gen(8);
+  // Wide and tall (iterated as the transpose), a batch of several, 1 to 6 steps; a matrix with a tiny singular
+  // value (rank 3 + 1e-6 noise) too.
+  const Tensor low_rank = matmul(randn({16, 3}, kFloat64, &gen), randn({3, 48}, kFloat64, &gen)) +
+                          randn({16, 48}, kFloat64, &gen) * 1e-6;
+  const std::vector<Tensor> Gs{randn({16, 48}, kFloat64, &gen), randn({40, 8}, kFloat64, &gen),
+                               randn({16, 48}, kFloat64, &gen), low_rank};
+  for (int steps : {1, 2, 5, 6}) {
+    INFO("steps " << steps);
+    const auto direct = newton_schulz_orthogonalize_many(Gs, kNewtonSchulzCoefficients, steps, kNewtonSchulzEps,
+                                                         std::nullopt, NewtonSchulzForm::Direct);
+    const auto gram = newton_schulz_orthogonalize_many(Gs, kNewtonSchulzCoefficients, steps, kNewtonSchulzEps,
+                                                       std::nullopt, NewtonSchulzForm::Gram);
+    for (size_t i = 0; i < Gs.size(); ++i) CHECK(max_abs_diff(gram[i], direct[i]) < 1e-12);
+    // float32: the Gram form differs from the exact (float64) result by about as much as the direct one does.
+    std::vector<Tensor> G32;
+    for (const Tensor& G : Gs) G32.push_back(G.to(kFloat32));
+    const auto direct32 = newton_schulz_orthogonalize_many(G32, kNewtonSchulzCoefficients, steps, kNewtonSchulzEps,
+                                                           std::nullopt, NewtonSchulzForm::Direct);
+    const auto gram32 = newton_schulz_orthogonalize_many(G32, kNewtonSchulzCoefficients, steps, kNewtonSchulzEps,
+                                                         std::nullopt, NewtonSchulzForm::Gram);
+    for (size_t i = 0; i < Gs.size(); ++i) {
+      const double e_direct = max_abs_diff(direct32[i].to(kFloat64), direct[i]);
+      const double e_gram = max_abs_diff(gram32[i].to(kFloat64), direct[i]);
+      INFO("matrix " << i << ": direct " << e_direct << ", gram " << e_gram);
+      CHECK(e_gram < 1e-4);
+      CHECK(e_gram < 30 * std::max(e_direct, 1e-7));
+    }
+  }
+  // Auto: the Gram form for the wide 16×48 (and the tall 40×8's transpose), the direct one for a square matrix.
+  const Tensor S = randn({12, 12}, kFloat64, &gen);
+  CHECK(same_bits(newton_schulz_orthogonalize(S, kNewtonSchulzCoefficients, 5, kNewtonSchulzEps, std::nullopt,
+                                              NewtonSchulzForm::Auto),
+                  newton_schulz_orthogonalize(S)));
+  CHECK(same_bits(newton_schulz_orthogonalize(Gs[0], kNewtonSchulzCoefficients, 5, kNewtonSchulzEps, std::nullopt,
+                                              NewtonSchulzForm::Auto),
+                  newton_schulz_orthogonalize(Gs[0], kNewtonSchulzCoefficients, 5, kNewtonSchulzEps, std::nullopt,
+                                              NewtonSchulzForm::Gram)));
+}
+
 TEST_CASE("Muon: the lr adjustments by shape, and bad settings", "[optim][muon][errors]") {
   CHECK(muon_adjusted_lr(1.0, MuonLrAdjust::Original, 6, 4) == Approx(std::sqrt(1.5)).epsilon(1e-15));
   CHECK(muon_adjusted_lr(1.0, MuonLrAdjust::Original, 4, 6) == 1.0);

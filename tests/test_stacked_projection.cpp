@@ -5,7 +5,7 @@
 //  * its matmul gives each layer's output bit for bit, side by side (layers with a bias or int8 weights: not
 //    stacked);
 //  * a TransformerLM's cached forward and decode steps give the same logits and KV cache with the stacked
-//    projections (under the guard) as without them.
+//    projections (under the guard) as without them, with and without QK-norm.
 #include <catch2/catch.hpp>
 #include <optional>
 
@@ -80,8 +80,13 @@ TEST_CASE("stacked_linear_forward gives each layer's output side by side, bit fo
 
 TEST_CASE("bf16 generation with stacked projections gives the logits and cache of the projections one by one",
           "[stacked]") {
+  // With QK-norm too: q and k are then normalized from their narrowed parts of the stacked output.
+  const bool qk_norm = GENERATE(false, true);
+  INFO("qk_norm " << qk_norm);
   Generator gen(8);
-  nn::TransformerLM model(tapegrad::testing::tiny_gqa_lm(), &gen);
+  nn::TransformerLMConfig config = tapegrad::testing::tiny_gqa_lm();
+  config.qk_norm = qk_norm;
+  nn::TransformerLM model(config, &gen);
   const Tensor ids = randint(0, 64, {1, 9}, kInt64, &gen);
   nn::PrecisionGuard bf16(nn::Precision::BF16);
   NoGradGuard no_grad;

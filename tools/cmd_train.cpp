@@ -52,8 +52,10 @@ const char* kUsage =
     "tapegrad train (--text FILE --tokenizer T | --train TOKENS.bin [--val TOKENS.bin]) --out DIR [options]";
 
 // The model options that shape the network; when resuming without any of them, the checkpoint's config is used.
-constexpr const char* kModelFlags[] = {"model", "vocab-size", "context", "d-model", "layers", "heads",
-                                       "kv-heads", "d-ff", "rope-theta", "tie-embeddings"};
+constexpr const char* kModelFlags[] = {"model",     "vocab-size",     "context",    "d-model",
+                                       "layers",    "heads",          "kv-heads",   "d-ff",
+                                       "rope-theta", "tie-embeddings", "ffn",        "qk-norm",
+                                       "norm-gain", "embed-norm",     "zero-init-projections", "logit-softcap"};
 
 void add_options(po::options_description& opts) {
   opts.add_options()
@@ -65,9 +67,17 @@ void add_options(po::options_description& opts) {
       ("layers", po::value<int64_t>(), "Transformer blocks L")
       ("heads", po::value<int64_t>(), "attention heads H")
       ("kv-heads", po::value<int64_t>(), "key/value heads (GQA; default: heads)")
-      ("d-ff", po::value<int64_t>(), "SwiGLU hidden size (default: 8/3·d_model rounded up to 64)")
+      ("d-ff", po::value<int64_t>(), "feed-forward hidden size (default: SwiGLU 8/3·d_model rounded up to 64, ReLU² 4·d_model)")
       ("rope-theta", po::value<double>(), "RoPE base θ (default 10000)")
       ("tie-embeddings", po::value<bool>(), "share the token embedding with the LM head (true/false)")
+      // the modern options (default: the --recipe's; docs/training.md, "The modern architecture")
+      ("ffn", po::value<std::string>(), "swiglu|relu2: the feed-forward, SwiGLU (Llama) or relu(x)² (modded-nanogpt)")
+      ("qk-norm", po::value<bool>(), "RMSNorm over each head's queries and keys before RoPE (true/false)")
+      ("norm-gain", po::value<bool>(), "the RMSNorms' learned gains (true/false; false: plain x/rms(x))")
+      ("embed-norm", po::value<bool>(), "an RMSNorm right after the token embedding (true/false)")
+      ("zero-init-projections", po::value<bool>(), "attention's and the feed-forward's output projections start at "
+       "zero (true/false)")
+      ("logit-softcap", po::value<double>(), "c > 0: logits c·tanh(z/c) (0: none)")
       // data
       ("text", po::value<std::vector<std::string>>()->multitoken(), "text files, directories (their *.txt, *.text, *.md, *.jsonl, sorted by path) and JSONL files, tokenized here in order; the last documents are the validation data")
       ("text-field", po::value<std::string>()->default_value("text"), "--text: the JSONL field that holds each document")
@@ -85,8 +95,8 @@ void add_options(po::options_description& opts) {
       ("steps", po::value<int64_t>(), "optimizer steps (default 1000)")
       ("tokens", po::value<int64_t>(), "train on this many tokens instead of --steps")
       ("recipe", po::value<std::string>(), "classic|modern: the training defaults (default classic; on --resume the "
-       "run's own): classic = AdamW, cosine, lr 1e-3; modern = Muon + AdamW at 6e-3, warmup-stable-decay (flags "
-       "given explicitly win; docs/training.md)")
+       "run's own): classic = AdamW, cosine, lr 1e-3; modern = Muon + AdamW at 6e-3, warmup-stable-decay, and a "
+       "new model with QK-norm (flags given explicitly win; docs/training.md)")
       ("lr", po::value<double>(), "peak learning rate (AdamW's; the recipe's by default: 1e-3 classic, 6e-3 modern)")
       ("min-lr", po::value<double>(), "learning rate at the end of the schedule (default: lr/10 classic, 0 modern)")
       ("warmup-steps", po::value<int64_t>(), "linear warm-up steps (default: steps/20, at most 200)")
@@ -143,14 +153,30 @@ std::optional<T> get(const po::variables_map& vm, const char* key) {
   return vm[key].as<T>();
 }
 
-// The model config: a preset's fields, then every field given on the command line or in --config.
-nn::TransformerLMConfig model_config(const po::variables_map& vm, int64_t data_vocab) {
+// The modern options given as flags, written into c.
+void apply_architecture_flags(const po::variables_map& vm, nn::TransformerLMConfig& c) {
+  if (auto v = get<std::string>(vm, "ffn")) c.ffn = nn::ffn_kind_from_string(*v);
+  if (auto v = get<bool>(vm, "qk-norm")) c.qk_norm = *v;
+  if (auto v = get<bool>(vm, "norm-gain")) c.norm_gain = *v;
+  if (auto v = get<bool>(vm, "embed-norm")) c.embed_norm = *v;
+  if (auto v = get<bool>(vm, "zero-init-projections")) c.zero_init_projections = *v;
+  if (auto v = get<double>(vm, "logit-softcap")) {
+    TG_CHECK(*v >= 0 && std::isfinite(*v), "--logit-softcap must be a finite number ≥ 0 (0: none), but is {}", *v);
+    c.logit_softcap = *v;
+  }
+}
+
+// The model config: a preset's fields and the recipe's architecture, then every field given on the command line
+// or in --config.
+nn::TransformerLMConfig model_config(const po::variables_map& vm, int64_t data_vocab, const lm::TrainRecipe& recipe) {
   nn::TransformerLMConfig c;
   if (auto name = get<std::string>(vm, "model")) {
     c = lm::preset_config(*name);
   } else {
     c.context_length = 256, c.d_model = 256, c.n_layers = 4, c.n_heads = 8;  // `small`'s shape
   }
+  lm::apply_recipe_architecture(recipe, c);
+  apply_architecture_flags(vm, c);
   c.vocab_size = get<int64_t>(vm, "vocab-size").value_or(data_vocab > 0 ? data_vocab : c.vocab_size);
   if (auto v = get<int64_t>(vm, "context")) c.context_length = *v;
   if (auto v = get<int64_t>(vm, "d-model")) c.d_model = *v;
@@ -210,6 +236,11 @@ nn::TransformerLMConfig init_from_config(const po::variables_map& vm, const opti
   if (auto v = get<int64_t>(vm, "d-ff")) same("d-ff", *v, c.d_ff);
   if (auto v = get<double>(vm, "rope-theta")) same("rope-theta", *v, c.rope_theta);
   if (auto v = get<bool>(vm, "tie-embeddings")) same("tie-embeddings", *v, c.tie_embeddings);
+  if (auto v = get<std::string>(vm, "ffn")) same("ffn", *v, std::string(nn::ffn_kind_name(c.ffn)));
+  if (auto v = get<bool>(vm, "qk-norm")) same("qk-norm", *v, c.qk_norm);
+  if (auto v = get<bool>(vm, "norm-gain")) same("norm-gain", *v, c.norm_gain);
+  if (auto v = get<bool>(vm, "embed-norm")) same("embed-norm", *v, c.embed_norm);
+  if (auto v = get<double>(vm, "logit-softcap")) same("logit-softcap", *v, c.logit_softcap);
   return c;
 }
 
@@ -397,6 +428,12 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
                lm::unigram_entropy(*train_src));
   const int64_t data_vocab = bpe ? int64_t(bpe->vocab.size()) : train_file ? int64_t(train_file->vocab_size()) : 0;
 
+  // --recipe: the defaults of the flags below and of a new model's architecture (a flag given explicitly wins); on
+  // --resume the run's own.
+  std::string recipe_name = "classic";
+  if (vm.count("recipe")) recipe_name = vm["recipe"].as<std::string>();
+  else if (resume_ck && resume_ck->extra.count("run.recipe")) recipe_name = resume_ck->extra.at("run.recipe");
+  const lm::TrainRecipe& recipe = lm::train_recipe(recipe_name);
   bool model_flags = false;
   for (const char* f : kModelFlags) model_flags |= vm.count(f) > 0;
   nn::TransformerLMConfig config;
@@ -407,7 +444,7 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   } else if (init_ck) {
     config = init_from_config(vm, *init_ck, init_from);
   } else {
-    config = model_config(vm, data_vocab);
+    config = model_config(vm, data_vocab, recipe);
   }
   // The chat template (lm/chat_template.h): the one the starting checkpoint was instruction-tuned with; for --sft
   // else the tokenizer's own special tokens, or 4 ids appended to its vocabulary — the model's vocabulary grows by as
@@ -440,11 +477,6 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   const int64_t tokens_per_step = o.batch_size * o.grad_accum * config.context_length;
   o.steps = vm.count("tokens") ? (vm["tokens"].as<int64_t>() + tokens_per_step - 1) / tokens_per_step
                                : get<int64_t>(vm, "steps").value_or(1000);
-  // --recipe: the defaults of the flags below (a flag given explicitly wins); on --resume the run's own.
-  std::string recipe_name = "classic";
-  if (vm.count("recipe")) recipe_name = vm["recipe"].as<std::string>();
-  else if (resume_ck && resume_ck->extra.count("run.recipe")) recipe_name = resume_ck->extra.at("run.recipe");
-  const lm::TrainRecipe& recipe = lm::train_recipe(recipe_name);
   run_info["recipe"] = recipe.name;
   o.lr = get<double>(vm, "lr").value_or(recipe.lr);
   o.min_lr = get<double>(vm, "min-lr").value_or(o.lr * recipe.min_lr_ratio);
