@@ -37,7 +37,7 @@ void set_model_allocation_slack(double bytes);
 // TransformerLM constructor refuses such configs), n_kv_heads and d_ff ≤ 0 take their defaults.
 struct ModelAllocation {
   double embeddings = 0;  // the token embedding table, and the classifier when not tied
-  double blocks = 0;      // every layer's weights, and the final norm
+  double blocks = 0;      // every layer's weights, and the norms outside them (final, embed_norm)
   double rope = 0;        // the RoPE tables: float64 while being built, then in the model's dtype; position ids
   double kv_cache = 0;    // generate's KV cache for one sequence of context_length
   double total() const { return embeddings + blocks + rope + kv_cache; }

@@ -99,6 +99,20 @@ TEST_CASE("model budget: what a config allocates, from the config alone", "[mode
   CHECK(a.blocks == (64 + 2 * 64 + 7 * 64 * 64) * 4.0);
   CHECK(a.rope == 16 * 64 * 20.0 + 16 * 16);
   CHECK(a.kv_cache == 2 * 16 * 64 * 4.0);
+  // The weights are the config's own count, for every architecture option.
+  for (int option = 0; option < 5; ++option) {
+    nn::TransformerLMConfig c = small_config();
+    c.n_heads = 2, c.n_kv_heads = 1, c.d_ff = option % 2 ? 0 : 96;
+    if (option == 1) c.ffn = nn::FFNKind::ReLU2;
+    if (option == 2) c.qk_norm = true, c.ffn = nn::FFNKind::ReLU2;
+    if (option == 3) c.norm_gain = false, c.tie_embeddings = true;
+    if (option == 4) c.embed_norm = true, c.dtype = kFloat64;
+    const lm::ModelAllocation m = lm::model_allocation(c);
+    INFO("option " << option);
+    CHECK(m.embeddings + m.blocks == c.parameter_count() * double(dtype_size(c.dtype)));
+    nn::TransformerLM built(c);
+    CHECK(double(built.num_parameters()) == c.parameter_count());
+  }
   // No config overflows the arithmetic or divides by zero.
   nn::TransformerLMConfig huge = small_config();
   huge.vocab_size = huge.context_length = huge.d_model = huge.n_layers = int64_t(1) << 62;

@@ -4,7 +4,8 @@
 // limit_model_allocation() lowers the library's slack to kFuzzModelSlack for the whole process, so that
 // every model a loader accepts is small enough to build on every input. Then, for an input of n bytes
 // (each weight value takes at least 1 byte of it, and the model holds at most 8 bytes per value):
-//   check_config_bound: the config a loader accepted asks, by this file's own arithmetic, for at most
+//   check_config_bound: the config a loader accepted asks (its RoPE tables and KV cache by this file's own
+//   arithmetic, its weights by TransformerLMConfig::parameter_count) for at most
 //     8·n + kFuzzModelSlack bytes of weights and as much of RoPE tables + the default KV cache;
 //   check_model_bound: the model built holds at most 2·(8·n + kFuzzModelSlack) bytes of weights (int8 and
 //     float) and RoPE tables, measured on its tensors.
@@ -17,7 +18,6 @@
 #include "fuzz_common.h"
 #include "lm/model_budget.h"
 #include "lm/quantized_model.h"
-#include "nn/swiglu.h"
 #include "nn/transformer_lm.h"
 
 namespace tapegrad::fuzz {
@@ -32,11 +32,11 @@ inline void limit_model_allocation() {
 inline double bound_bytes(size_t input_bytes) { return 8.0 * double(input_bytes) + kFuzzModelSlack; }
 
 inline void check_config_bound(const nn::TransformerLMConfig& c, size_t input_bytes, const char* loader) {
-  const double V = double(c.vocab_size), T = double(c.context_length), C = double(c.d_model);
-  const double L = double(c.n_layers), Hkv = double(c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads);
-  const double D = C / double(c.n_heads), F = double(c.d_ff > 0 ? c.d_ff : nn::SwiGLU::default_d_ff(c.d_model));
+  // An accepted config is valid: its own weight count is safe to take.
+  const double T = double(c.context_length), C = double(c.d_model), L = double(c.n_layers);
+  const double Hkv = double(c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads), D = C / double(c.n_heads);
   const double s = double(dtype_size(c.dtype));
-  const double weights = s * (V * C * (c.tie_embeddings ? 1 : 2) + C + L * (2 * C + 2 * C * C + 2 * C * Hkv * D + 3 * C * F));
+  const double weights = s * c.parameter_count();
   const double tables = 2 * T * (D / 2) * (8 + s) + L * 2 * Hkv * T * D * s;  // RoPE (float64 and dtype), KV cache
   FUZZ_ASSERT(weights <= bound_bytes(input_bytes),
               std::string(loader) + " accepted a config of " + std::to_string(weights) + " bytes of weights from " +
