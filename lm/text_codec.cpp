@@ -115,7 +115,9 @@ std::unique_ptr<TextCodec> codec_for_checkpoint(const optim::Checkpoint& ck, con
   } catch (const Error& e) {
     throw Error(fmt::format("checkpoint '{}': {}", path, e.what()));
   }
-  if (!chat || chat->added_tokens == 0) return tokenizer_codec(ck, path, override_path, parse_number<uint64_t>(vocab->second, fmt::format("checkpoint '{}': config.vocab_size", path)));
+  if (!chat || chat->added_tokens == 0)
+    return tokenizer_codec(ck, path, override_path,
+                           parse_number<uint64_t>(vocab->second, fmt::format("checkpoint '{}': config.vocab_size", path)));
   auto base = tokenizer_codec(ck, path, override_path, chat->tokenizer_vocab);
   TG_CHECK(base->vocab_size() == chat->tokenizer_vocab,
            "checkpoint '{}' was instruction-tuned with a tokenizer of {} tokens; this one has {}", path,

@@ -169,10 +169,10 @@ TEST_CASE("model budget: a float checkpoint whose config asks for a long context
   rewrite(good, bad, "config.context_length", "1099511627776", false);  // 2^40 positions
   CHECK_THROWS_AS(lm::load_inference_model(bad), Error);
   CHECK_THROWS_WITH(lm::load_inference_model(bad),
-                    Catch::StartsWith(fmt::format("checkpoint '{}': context_length 1099511627776 (head size 64) asks for ",
-                                                  bad)) &&
-                        Catch::Contains("of RoPE tables and KV cache, more than the 117 KiB of weights in the file plus "
-                                        "1.00 GiB"));
+                    Catch::StartsWith(
+                        fmt::format("checkpoint '{}': context_length 1099511627776 (head size 64) asks for ", bad)) &&
+                        Catch::Contains("of RoPE tables and KV cache, more than the 117 KiB of weights in the file "
+                                        "plus 1.00 GiB"));
   rewrite(good, bad, "config.vocab_size", "1099511627776", false);  // 2^40 rows of embeddings
   CHECK_THROWS_WITH(lm::load_inference_model(bad), Catch::Contains("vocab_size 1099511627776 (d_model 64) asks for "));
   // Cheap versions that the old code built (and then refused or loaded): refused before the model exists.
@@ -180,7 +180,8 @@ TEST_CASE("model budget: a float checkpoint whose config asks for a long context
   rewrite(good, bad, "config.context_length", "8192", false);
   CHECK_THROWS_WITH(lm::load_inference_model(bad), Catch::Contains("context_length 8192 (head size 64) asks for"));
   rewrite(good, bad, "config.vocab_size", "8192", false);
-  CHECK_THROWS_WITH(lm::load_inference_model(bad), Catch::Contains("vocab_size 8192 (d_model 64) asks for 4.11 MiB of weights"));
+  CHECK_THROWS_WITH(lm::load_inference_model(bad),
+                    Catch::Contains("vocab_size 8192 (d_model 64) asks for 4.11 MiB of weights"));
 }
 
 TEST_CASE("model budget: a llama2.c file whose seq_len asks for more than its weights plus the slack is refused",

@@ -50,7 +50,8 @@ int cmd_generate(Args args) {
       "sliding", po::bool_switch(), "past the context, keep the last context − 1 tokens and go on")(
       "no-stop", po::bool_switch(), "do not stop at the end-of-text token")(
       "special-tokens", po::bool_switch(),
-      "read special tokens in the prompt (<|endoftext|>, a chat template's <|user|> …) as their ids (default: as text)")(
+      "read special tokens in the prompt (<|endoftext|>, a chat template's <|user|> …) as their ids "
+      "(default: as text)")(
       "device", po::value<std::string>()->default_value("cpu"), "where the model runs: cpu, cuda or cuda:N")(
       "cuda-graph", po::value<std::string>()->default_value("on"),
       "on|off: with --device cuda, replay each decode step as a CUDA graph (the same tokens, fewer launches)")(
