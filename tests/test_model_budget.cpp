@@ -16,6 +16,7 @@
 #include "autograd/io/checksum.h"
 #include "autograd/io/safetensors.h"
 #include "autograd/tapegrad.h"
+#include "data/hf_tokenizer_json.h"
 #include "data/json_file.h"
 #include "lm/hf_llama.h"
 #include "lm/llama2c.h"
@@ -234,4 +235,35 @@ TEST_CASE("model budget: a Hugging Face config whose max_position_embeddings ask
   CHECK_THROWS_WITH(lm::import_hf_llama(hf), Catch::Contains("max_position_embeddings 8192 (head size 64) asks for"));
   with_positions(256);
   CHECK_NOTHROW(lm::import_hf_llama(hf));
+}
+
+TEST_CASE("model budget: train --init-from a checkpoint whose config asks for too much is one line, nothing built",
+          "[model-budget][tool]") {
+  ScratchDir dir("budget_init_from");
+  nn::TransformerLMConfig c = small_config();
+  c.vocab_size = 256;
+  nn::TransformerLM model(c);
+  const std::string run = dir.file("base");
+  fs::create_directories(fs::path(run) / "checkpoints");
+  data::BpeModel bytes;
+  for (int b = 0; b < 256; ++b) bytes.vocab.emplace_back(1, char(b));
+  data::save_hf_tokenizer_json(bytes, (fs::path(run) / "tokenizer.json").string());
+  const std::string good = (fs::path(run) / "checkpoints" / "good.safetensors").string();
+  const std::string bad = (fs::path(run) / "checkpoints" / "bad.safetensors").string();
+  lm::save_model_checkpoint(model, good, {});
+  rewrite(good, bad, "config.context_length", "1099511627776", false);
+  const std::string text = dir.file("text.txt");
+  std::string corpus;
+  for (int i = 0; i < 40; ++i) corpus += "Once upon a time there was a cat number " + std::to_string(i) + ".\n\n";
+  write_all(text, corpus);
+  const testing::ToolResult r =
+      testing::run_tool({"train", "--init-from", bad, "--text", text, "--steps", "1", "--batch-size", "2", "--threads",
+                         "1", "--out", dir.file("out")},
+                        dir.file("train"));
+  INFO(r.out << r.err);
+  CHECK(r.signal == 0);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.starts_with(fmt::format("tapegrad: --init-from '{}': context_length 1099511627776 (head size 64) asks for ",
+                                      bad)));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }
