@@ -2,8 +2,10 @@
 # run.sh — the main job on its embedded default: installs what is missing, builds, then trains a small
 # language model on the TinyStories excerpt kept in corpus/ (on the CPU, about 4½ minutes on 2 cores after the build):
 #   1. tapegrad tokenize train   a byte-level BPE tokenizer (vocab 2048) on the corpus
-#   2. tapegrad train            a 1.4M-parameter TransformerLM; the last 10 % of the stories are held out,
-#                                evaluated every 100 steps; progress line, metrics.jsonl, loss.svg
+#   2. tapegrad train            a 1.4M-parameter TransformerLM (QK-norm) trained with --recipe modern (Muon for
+#                                the blocks' matrices, AdamW at 3e-3 for the rest, warmup-stable-decay); the last
+#                                10 % of the stories are held out, evaluated every 100 steps; progress line,
+#                                metrics.jsonl, loss.svg
 #   3. tapegrad eval             the best checkpoint on the held-out stories
 #   4. tapegrad generate         a short story from "Once upon a time" (KV cache, top-p sampling)
 # Everything lands in runs/tinystories/ (TAPEGRAD_RUN_DIR overrides). Run it again after an interruption
@@ -34,7 +36,7 @@ resume=()
 if compgen -G "$run/checkpoints/step_*.safetensors" >/dev/null; then resume=(--resume); fi
 "$tool" train --text "$corpus" --tokenizer "$run/tokenizer" \
   --context 128 --d-model 128 --layers 4 --heads 4 --batch-size 16 \
-  --steps 800 --lr 3e-3 --warmup-steps 50 --eval-every 100 --checkpoint-every 100 \
+  --recipe modern --steps 800 --lr 3e-3 --warmup-steps 50 --eval-every 100 --checkpoint-every 100 \
   --out "$run" "${resume[@]}"
 "$tool" eval --checkpoint "$run/checkpoints/best.safetensors" --text "$corpus" --held-out 0.1
 echo
