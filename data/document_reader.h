@@ -3,9 +3,9 @@
 //
 // A document is the text up to and including the next occurrence of the separator (the tokenizer's
 // end-of-text token, or "\n\n"), found as std::string_view::find would in the file's text (one that
-// straddles two files, "\n" + "\n", is not one); a piece
-// whose text before the separator is only whitespace (" \t\r\n") joins the previous document (or the
-// next one, at the start), exactly as lm::split_documents does. Documents are what lies between
+// straddles two files, "\n" + "\n", is not one); a piece whose text before the separator is only
+// whitespace (" \t\r\n") joins the previous document (or the next one, at the start), exactly as
+// lm::split_documents does. Documents are what lies between
 // separators, whatever file they came from, with one addition: when a plain-text file has more than
 // whitespace after its last separator, the separator is inserted after it (except after the last
 // input, which is taken as written, as `train --text FILE` always did), so no document has text of two
