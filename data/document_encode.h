@@ -5,7 +5,10 @@
 // written to a token file (encode_documents_to_token_file).
 //
 // For the BPE tokenizer with an end-of-text special token as separator, a chunk boundary (just after
-// that token) is a cut of cut_finder.h, so the ids are exactly those of encoding all the text at once;
+// that token) is a cut of cut_finder.h, so the ids are exactly those of encoding all the text at once
+// — the inputs joined as document_reader.h says (a separator inserted after a plain file whose text after
+// its last separator is more than whitespace; a JSONL line as its text and the separator), whatever the
+// chunk size, read block size or split of that text into files (a property test holds this);
 // with the blank-line separator the whitespace at a chunk boundary may be split differently. The
 // chunk size is fixed (not tied to the thread count), so the ids never depend on the machine.
 #pragma once

@@ -120,7 +120,21 @@ bool DocumentReader::next_piece(std::string& piece, bool& content, DocumentPosit
     at = read_position();
     const bool got = inputs_[input_].format == TextFormat::jsonl ? jsonl_piece(piece, content)
                                                                  : plain_piece(piece, content);
-    if (got) return true;
+    if (got) {
+      // Whitespace after a plain file's last separator (no separator follows it) starts the next input's
+      // first piece, as it does in the joined text: carried over (with where it starts), not left behind.
+      if (!content && !piece.ends_with(separator_) && input_ + 1 < inputs_.size()) {
+        if (carry_.empty()) carry_at_ = at;
+        carry_ += piece;
+        continue;
+      }
+      if (!carry_.empty()) {
+        piece.insert(0, carry_);
+        carry_.clear();
+        at = carry_at_;
+      }
+      return true;
+    }
     finished_bytes_ += inputs_[input_].bytes;
     in_.close();
     open_ = false;
@@ -128,7 +142,13 @@ bool DocumentReader::next_piece(std::string& piece, bool& content, DocumentPosit
     buffer_.shrink_to_fit();
     ++input_;
   }
-  return false;
+  if (carry_.empty()) return false;
+  // Only whitespace followed the carried text: it ends the last document, as trailing whitespace does.
+  piece.swap(carry_);
+  carry_.clear();
+  content = false;
+  at = carry_at_;
+  return true;
 }
 
 bool DocumentReader::next(std::string& out) {

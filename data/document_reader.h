@@ -2,17 +2,21 @@
 // a corpus of any size streams through in memory of about one document plus one read block.
 //
 // A document is the text up to and including the next occurrence of the separator (the tokenizer's
-// end-of-text token, or "\n\n"), found as std::string_view::find would in the file's text; a piece
-// whose text before the separator is only whitespace (" \t\r\n") joins the previous document (or the
-// next one, at the start), exactly as lm::split_documents does. A document never spans two inputs:
-// when a plain-text file has more than whitespace after its last separator, the separator is
-// inserted after it (except after the last input, which is taken as written, as `train --text FILE`
-// always did). A JSONL file gives one document per non-blank line (jsonl_document), each followed by
-// the separator — the line's text whole, even when it holds the separator itself. So the documents of
-// plain-text inputs are those of split_documents on the concatenation of the inputs with these
-// separators inserted, except that whitespace after a file's last separator stays with that file's
-// last document; a JSONL text that contains the separator is one document here where split_documents
-// of the joined text would cut it in two.
+// end-of-text token, or "\n\n"), found as std::string_view::find would in the file's text (one that
+// straddles two files, "\n" + "\n", is not one); a piece whose text before the separator is only
+// whitespace (" \t\r\n") joins the previous document (or the next one, at the start), exactly as
+// lm::split_documents does. Documents are what lies between separators, whatever file they came from,
+// with one addition: when a plain-text file has more than whitespace after its last separator, the
+// separator is inserted after it (except after the last input, which is taken as written, as
+// `train --text FILE` always did), so no document has text of two inputs. Whitespace after a file's last
+// separator starts the next document (the next input's first), as in the joined text; after the last
+// input it ends the last document. A JSONL file gives one document per non-blank line (jsonl_document),
+// each followed by the separator — the line's text whole, even when it holds the separator itself. So
+// the documents of plain-text inputs are exactly those of split_documents on the concatenation of the
+// inputs with these separators inserted (issue 35 §4: whitespace after a file's last separator used to
+// stay with that file's last document, so chunked encoding differed from whole-text encoding); a JSONL
+// text that contains the separator is one document here where split_documents of the joined text would
+// cut it in two.
 //
 // position() says where the next document starts; a reader made with that position reads the same
 // documents from there on (used to read one chunk again when the validation cut falls inside it).
@@ -73,6 +77,8 @@ class DocumentReader {
   uint64_t line_offset_ = 0, line_number_ = 1;
   std::string line_;
 
+  std::string carry_;  // whitespace after a plain file's last separator, the start of the next piece
+  DocumentPosition carry_at_;
   std::string held_;  // the first piece of the next document, already read
   DocumentPosition held_at_;
   bool holding_ = false;

@@ -110,6 +110,13 @@ std::vector<uint32_t> Tokenizer::encode(std::string_view text) {
   return out;
 }
 
+std::vector<uint32_t> Tokenizer::encode_ordinary(std::string_view text) {
+  std::vector<uint32_t> out;
+  out.reserve(text.size() / 3 + 1);
+  pretokenizer_.split(text, [&](std::string_view pretoken) { encode_pretoken(pretoken, out, cache_); });
+  return out;
+}
+
 std::vector<uint32_t> Tokenizer::encode_parallel(std::string_view text, int num_threads) {
   TG_CHECK(num_threads >= 1, "Tokenizer::encode_parallel: num_threads {} must be at least 1", num_threads);
   const auto pieces = size_t(num_threads);

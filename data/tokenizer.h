@@ -27,6 +27,9 @@ class Tokenizer {
 
   // Not thread-safe (the pretoken cache is updated): use one Tokenizer per thread.
   std::vector<uint32_t> encode(std::string_view text);
+  // The ids of `text` as ordinary text: a special token's text ("<|endoftext|>") is encoded like any other
+  // text, never as the special id (tiktoken's encode_ordinary). For text a user typed into a chat message.
+  std::vector<uint32_t> encode_ordinary(std::string_view text);
   // Same ids as encode(text), computed by `num_threads` threads on ranges cut where cut_finder.h
   // allows (after a special token, or at a newline between ASCII graphic characters), each thread
   // with its own cache kept between calls. Not thread-safe either. Without any cut it runs on one thread.

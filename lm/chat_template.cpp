@@ -36,7 +36,7 @@ uint32_t ChatTemplate::header_id(const std::string& role) const {
 
 std::vector<uint32_t> ChatTemplate::encode_message(TextCodec& codec, const ChatMessage& m) const {
   std::vector<uint32_t> ids{header_id(m.role)};
-  const std::vector<uint32_t> content = codec.encode_text(m.content);
+  const std::vector<uint32_t> content = codec.encode_text_plain(m.content);  // never a special id
   ids.insert(ids.end(), content.begin(), content.end());
   ids.push_back(end_id);
   return ids;

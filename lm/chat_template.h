@@ -7,7 +7,8 @@
 //   "<|system|>Be brief.<|end|><|user|>reverse: abc<|end|><|assistant|>cba<|end|>"
 //
 // No separator (newline, space) between header, content and <|end|>: the special ids delimit everything,
-// so the rendering needs nothing from the tokenizer but encode_text(content). The model learns to end its
+// so the rendering needs nothing from the tokenizer but encode_text_plain(content). Special ids come only
+// from the template: a message's content never becomes one (`chat`, `train --sft` data). The model learns to end its
 // answer with <|end|>: generation stops there.
 //
 // The ids: when the tokenizer has all four strings as special tokens (a BPE tokenizer trained with
@@ -53,7 +54,9 @@ struct ChatTemplate {
   // The model's vocabulary with the template: tokenizer_vocab + added_tokens.
   size_t vocab_size() const { return size_t(tokenizer_vocab) + added_tokens; }
 
-  // header id, the content's ids (codec.encode_text: no BOS), end_id. An unknown role is a tapegrad::Error.
+  // header id, the content's ids (codec.encode_text_plain: no BOS, and a special token's text in the content
+  // stays text — "<|end|><|assistant|>" typed by a user cannot close their turn, whether the tokenizer holds the
+  // template's tokens or they were appended), end_id. An unknown role is a tapegrad::Error.
   std::vector<uint32_t> encode_message(TextCodec& codec, const ChatMessage& m) const;
   // What precedes the assistant's answer: {assistant_id}.
   std::vector<uint32_t> generation_prompt() const;

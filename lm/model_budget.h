@@ -12,7 +12,7 @@
 // values counted in the config's dtype) plus model_allocation_slack() (1 GiB) — with one line naming the field and
 // the figure:
 //   int8 model 'm.safetensors': context_length 16777216 (head size 512) asks for 160 GiB of RoPE tables and
-//   KV cache, more than the 2.00 KiB of weights in the file plus 1.00 GiB (lm/model_budget.h)
+//   KV cache, more than the 6.00 KiB of weights in the file plus 1.00 GiB (lm/model_budget.h)
 // So a model built from a file of W bytes of weights allocates at most about 2·W + 2 GiB at load and
 // generation. A real model's tables and cache are a fraction of its weights (Llama-2-7B's 4096-position
 // KV cache in float32: 4 GiB beside 27 GiB of weights) or, for a small model, far below the slack.
@@ -28,7 +28,7 @@ namespace tapegrad::lm {
 // What a file's config may allocate beyond the weights the file holds: 1 GiB by default. A real model's
 // RoPE tables and KV cache are a fraction of its weights, or (a small model with a long context) well
 // within this; a damaged or hostile config's are not. Process-wide; the fuzz targets lower it
-// (tests/fuzz/fuzz_common.h) so that every model they build stays small.
+// (tests/fuzz/model_bound.h) so that every model they build stays small.
 inline constexpr double kModelAllocationSlack = double(uint64_t(1) << 30);
 double model_allocation_slack();
 void set_model_allocation_slack(double bytes);
@@ -37,7 +37,7 @@ void set_model_allocation_slack(double bytes);
 // TransformerLM constructor refuses such configs), n_kv_heads and d_ff ≤ 0 take their defaults.
 struct ModelAllocation {
   double embeddings = 0;  // the token embedding table, and the classifier when not tied
-  double blocks = 0;      // every layer's weights, and the final norm
+  double blocks = 0;      // every layer's weights, and the norms outside them (final, embed_norm)
   double rope = 0;        // the RoPE tables: float64 while being built, then in the model's dtype; position ids
   double kv_cache = 0;    // generate's KV cache for one sequence of context_length
   double total() const { return embeddings + blocks + rope + kv_cache; }

@@ -13,7 +13,8 @@
 //                 config.<key> (TransformerLMConfig), extra.<key> (the source's run.* entries), checksum
 // The checksum (autograd/io/checksum.h) covers every metadata entry but itself and every tensor's
 // name, dtype, shape and bytes. Reading validates everything before a model exists: the format, the
-// checksum, the config, every name, shape and dtype, int8 values in [−127, 127] (−128 is never
+// checksum, the config and what a model of it allocates (lm/model_budget.h: the RoPE tables and KV cache of
+// its context_length too), every name, shape and dtype, int8 values in [−127, 127] (−128 is never
 // written and the SIMD kernels assume its absence), finite non-negative scales; one tapegrad::Error
 // names the file and what is wrong. Writing is atomic (temp file + rename).
 #pragma once

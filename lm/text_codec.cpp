@@ -27,6 +27,8 @@ class BpeCodec final : public TextCodec {
   }
   std::vector<uint32_t> encode_prompt(std::string_view text) override { return tok_.encode(text); }
   std::vector<uint32_t> encode_text(std::string_view text) override { return tok_.encode(text); }
+  std::vector<uint32_t> encode_text_plain(std::string_view text) override { return tok_.encode_ordinary(text); }
+  std::vector<uint32_t> encode_prompt_plain(std::string_view text) override { return tok_.encode_ordinary(text); }
   std::string decode_token(uint32_t, uint32_t id) override { return tok_.decode_bytes({id}); }
   std::optional<uint32_t> stop_token() const override { return stop_; }
   size_t vocab_size() const override { return tok_.vocab_size(); }
@@ -54,6 +56,10 @@ class SpecialTokensCodec final : public TextCodec {
   }
   std::vector<uint32_t> encode_prompt(std::string_view text) override { return base_->encode_prompt(text); }
   std::vector<uint32_t> encode_text(std::string_view text) override { return base_->encode_text(text); }
+  std::vector<uint32_t> encode_text_plain(std::string_view text) override { return base_->encode_text_plain(text); }
+  std::vector<uint32_t> encode_prompt_plain(std::string_view text) override {
+    return base_->encode_prompt_plain(text);
+  }
   std::string decode_token(uint32_t prev, uint32_t id) override {
     for (const auto& [special, text] : specials_)
       if (id == special) return text;
@@ -109,7 +115,9 @@ std::unique_ptr<TextCodec> codec_for_checkpoint(const optim::Checkpoint& ck, con
   } catch (const Error& e) {
     throw Error(fmt::format("checkpoint '{}': {}", path, e.what()));
   }
-  if (!chat || chat->added_tokens == 0) return tokenizer_codec(ck, path, override_path, parse_number<uint64_t>(vocab->second, fmt::format("checkpoint '{}': config.vocab_size", path)));
+  if (!chat || chat->added_tokens == 0)
+    return tokenizer_codec(ck, path, override_path,
+                           parse_number<uint64_t>(vocab->second, fmt::format("checkpoint '{}': config.vocab_size", path)));
   auto base = tokenizer_codec(ck, path, override_path, chat->tokenizer_vocab);
   TG_CHECK(base->vocab_size() == chat->tokenizer_vocab,
            "checkpoint '{}' was instruction-tuned with a tokenizer of {} tokens; this one has {}", path,

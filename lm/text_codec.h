@@ -27,6 +27,11 @@ class TextCodec {
   virtual std::vector<uint32_t> encode_prompt(std::string_view text) = 0;
   // The ids of `text` inside a sequence: nothing put first (no BOS). For a chat message's content.
   virtual std::vector<uint32_t> encode_text(std::string_view text) = 0;
+  // The same with every special token's text ("<|end|>", "<|endoftext|>") encoded as ordinary text, never as a
+  // special id: a chat message's content (special ids come only from the chat template itself), and generate's
+  // prompt unless --special-tokens. The defaults suit a tokenizer that never reads special tokens in text.
+  virtual std::vector<uint32_t> encode_text_plain(std::string_view text) { return encode_text(text); }
+  virtual std::vector<uint32_t> encode_prompt_plain(std::string_view text) { return encode_prompt(text); }
   // The bytes token `id` adds after token `prev` (tokenizers such as SentencePiece drop a leading
   // space after BOS); throws tapegrad::Error for an id outside the vocabulary.
   virtual std::string decode_token(uint32_t prev, uint32_t id) = 0;

@@ -52,8 +52,8 @@ struct TextInputOptions {
 // The documents of `inputs` (in order), encoded chunk by chunk with `encode`, the last
 // ⌈val_fraction·documents⌉ of them held out. The cut is decided at the end on the documents' count;
 // the chunk it falls inside is read again and encoded as two parts, so train and val are encoded
-// apart exactly as split_documents + encoding each part would (and, with an end-of-text separator,
-// as encoding each part whole). Throws tapegrad::Error naming the inputs when there are fewer than
+// apart exactly as split_documents + encoding each part would on the inputs joined as
+// data/document_reader.h says (and, with an end-of-text separator, as encoding each part whole). Throws tapegrad::Error naming the inputs when there are fewer than
 // 2 documents (no document at all with val_fraction 0), and naming file and line for bad JSONL.
 TokenizedText tokenize_text_inputs(const std::vector<data::TextInput>& inputs, const std::string& separator,
                                    const data::DocumentEncoder& encode, const TextInputOptions& options = {});

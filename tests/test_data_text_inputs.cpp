@@ -190,11 +190,12 @@ TEST_CASE("text inputs: several inputs give the ids of their concatenation with 
   REQUIRE(inputs.size() == 4);
   const std::string concatenation = a + kEot + b + "Json one." + kEot + "Json\ntwo." + kEot + c;
 
-  // The documents: a document never spans two inputs, whitespace-only pieces join the one before.
+  // The documents: no document holds text of two inputs, whitespace-only pieces join the one before, and
+  // whitespace after a file's last separator starts the next document (b.txt's "\n"), as in the concatenation.
   DocumentReader reader(inputs, kEot);
   const auto docs = all_documents(reader);
   CHECK(docs == std::vector<std::string>{"Tom had a red ball." + kEot, "\nHe liked it. The end" + kEot,
-                                         "\nA cat sat." + kEot, "It was sunny." + kEot + "\n", "Json one." + kEot,
+                                         "\nA cat sat." + kEot, "It was sunny." + kEot, "\nJson one." + kEot,
                                          "Json\ntwo." + kEot, c});
 
   for (size_t chunk : {size_t(1), size_t(30), size_t(1) << 20}) {
@@ -208,8 +209,8 @@ TEST_CASE("text inputs: several inputs give the ids of their concatenation with 
     CHECK(all.train_documents == 7);
     CHECK(all.val.empty());
     CHECK(all.bytes == concatenation.size());
-    // With a split: ⌈0.3·7⌉ = 3 documents held out, each part encoded on its own. (split_documents on
-    // the concatenation would give b.txt's final "\n" to the next document; here it stays in its file.)
+    // With a split: ⌈0.3·7⌉ = 3 documents held out, each part encoded on its own (as split_documents on
+    // the concatenation: b.txt's final "\n" goes with the next document).
     o.val_fraction = 0.3;
     const lm::TokenizedText split = lm::tokenize_text_inputs(inputs, kEot, bpe_document_encoder(tok, 2), o);
     CHECK(split.train == tok.encode(docs[0] + docs[1] + docs[2] + docs[3]));
@@ -219,6 +220,77 @@ TEST_CASE("text inputs: several inputs give the ids of their concatenation with 
     const lm::TextSplit s = lm::split_documents(concatenation, kEot, 0.3);
     CHECK(s.train_documents == 4);
     CHECK(s.val_documents == 3);
+  }
+}
+
+TEST_CASE("text inputs: whitespace after a file's last separator starts the next file's document (the issue's "
+          "case)",
+          "[text-inputs]") {
+  ScratchDir dir("text_inputs_tail");
+  Tokenizer tok(small_bpe(true));
+  write_all(dir.file("a.txt"), "A" + kEot + " ");
+  write_all(dir.file("b.txt"), "the");
+  const auto inputs = resolve_text_inputs({dir.file("a.txt"), dir.file("b.txt")}, "--text");
+  DocumentReader reader(inputs, kEot, "text", 1);
+  CHECK(all_documents(reader) == std::vector<std::string>{"A" + kEot, " the"});
+  for (size_t chunk : {size_t(1), size_t(1) << 20}) {
+    DocumentReader r(inputs, kEot, "text", 1);
+    CHECK(encode_documents(r, bpe_document_encoder(tok, 1), chunk).ids == tok.encode("A" + kEot + " the"));
+  }
+  // Whitespace-only files and tails carry on to the first document with content; at the end they end the last.
+  write_all(dir.file("c.txt"), " \n");
+  write_all(dir.file("d.txt"), "A" + kEot + " ");
+  const auto more = resolve_text_inputs({dir.file("a.txt"), dir.file("c.txt"), dir.file("b.txt"), dir.file("d.txt")},
+                                        "--text");
+  DocumentReader r(more, kEot, "text", 2);
+  CHECK(all_documents(r) == std::vector<std::string>{"A" + kEot, "  \nthe" + kEot, "A" + kEot + " "});
+}
+
+// The documented rule as a property: any text, split into plain files anywhere, read in any block size and
+// encoded in any chunk size, gives the ids of encoding the files joined (a separator inserted after a file whose
+// text after its last separator is more than whitespace) all at once.
+TEST_CASE("text inputs: any split into files, block size and chunk size give the ids of the joined text",
+          "[text-inputs]") {
+  ScratchDir dir("text_inputs_property");
+  Tokenizer tok(small_bpe(true));
+  std::mt19937 rng(35);
+  const std::vector<std::string> spice = {" ", "\n", "  \n", kEot, kEot + " ", "\n" + kEot + "\n", "the", " the"};
+  for (int trial = 0; trial < 60; ++trial) {
+    std::string text = documents_text(rng, 2 + rng() % 12, kEot);
+    for (int k = rng() % 6; k > 0; --k) text.insert(rng() % (text.size() + 1), spice[rng() % spice.size()]);
+    // Cut into 1..5 files at random points (some may be empty), half of them just after the whitespace that
+    // follows a separator (where a file's tail is whitespace only: the case the rule is about).
+    std::vector<size_t> after_tail;
+    for (size_t at = text.find(kEot); at != std::string::npos; at = text.find(kEot, at + 1)) {
+      const size_t end = text.find_first_not_of(" \t\r\n", at + kEot.size());
+      if (end != std::string::npos && end > at + kEot.size()) after_tail.push_back(end);
+    }
+    std::vector<size_t> cuts{0, text.size()};
+    for (int k = rng() % 5; k > 0; --k)
+      cuts.push_back(rng() % 2 && !after_tail.empty() ? after_tail[rng() % after_tail.size()]
+                                                      : rng() % (text.size() + 1));
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<std::string> parts, paths;
+    for (size_t i = 0; i + 1 < cuts.size(); ++i)
+      if (cuts[i + 1] > cuts[i]) parts.push_back(text.substr(cuts[i], cuts[i + 1] - cuts[i]));
+    std::string joined;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      paths.push_back(dir.file(fmt::format("t{}_{}.txt", trial, i)));
+      write_all(paths.back(), parts[i]);
+      joined += parts[i];
+      const size_t last = parts[i].rfind(kEot);
+      const std::string tail = last == std::string::npos ? parts[i] : parts[i].substr(last + kEot.size());
+      if (i + 1 < parts.size() && tail.find_first_not_of(" \t\r\n") != std::string::npos) joined += kEot;
+    }
+    if (paths.empty()) continue;
+    const auto inputs = resolve_text_inputs(paths, "--text");
+    const std::vector<uint32_t> want = tok.encode(joined);
+    for (int k = 0; k < 3; ++k) {
+      const size_t block = 1 + rng() % 40, chunk = std::vector<size_t>{1, 5, 64, 1 << 20}[rng() % 4];
+      INFO("trial " << trial << ", files " << paths.size() << ", block " << block << ", chunk " << chunk);
+      DocumentReader reader(inputs, kEot, "text", block);
+      CHECK(encode_documents(reader, bpe_document_encoder(tok, 1), chunk).ids == want);
+    }
   }
 }
 

@@ -264,7 +264,8 @@ TEST_CASE("sft: round(n·f) examples are held out, at least one and at most n - 
     }
   // The issue's case: 5 to 9 examples at 0.1 held out nothing.
   std::vector<lm::SftExample> five;
-  for (int i = 0; i < 5; ++i) five.push_back(lm::encode_sft_example({{"user", "q"}, {"assistant", "a"}}, *codec, t, "x"));
+  for (int i = 0; i < 5; ++i)
+    five.push_back(lm::encode_sft_example({{"user", "q"}, {"assistant", "a"}}, *codec, t, "x"));
   CHECK(lm::hold_out_examples(five, 0.1).size() == 1);
 }
 

@@ -6,6 +6,7 @@
 // the model the old code built from them stays small.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "autograd/io/checksum.h"
 #include "autograd/io/safetensors.h"
 #include "autograd/tapegrad.h"
+#include "data/hf_tokenizer_json.h"
 #include "data/json_file.h"
 #include "lm/hf_llama.h"
 #include "lm/llama2c.h"
@@ -25,6 +27,7 @@
 #include "nn/transformer_lm.h"
 #include "optim/checkpoint.h"
 #include "test_data_helpers.h"
+#include "tool_runner.h"
 
 using namespace tapegrad;
 using tapegrad::data::testing::read_all;
@@ -97,6 +100,20 @@ TEST_CASE("model budget: what a config allocates, from the config alone", "[mode
   CHECK(a.blocks == (64 + 2 * 64 + 7 * 64 * 64) * 4.0);
   CHECK(a.rope == 16 * 64 * 20.0 + 16 * 16);
   CHECK(a.kv_cache == 2 * 16 * 64 * 4.0);
+  // The weights are the config's own count, for every architecture option.
+  for (int option = 0; option < 5; ++option) {
+    nn::TransformerLMConfig c = small_config();
+    c.n_heads = 2, c.n_kv_heads = 1, c.d_ff = option % 2 ? 0 : 96;
+    if (option == 1) c.ffn = nn::FFNKind::ReLU2;
+    if (option == 2) c.qk_norm = true, c.ffn = nn::FFNKind::ReLU2;
+    if (option == 3) c.norm_gain = false, c.tie_embeddings = true;
+    if (option == 4) c.embed_norm = true, c.dtype = kFloat64;
+    const lm::ModelAllocation m = lm::model_allocation(c);
+    INFO("option " << option);
+    CHECK(m.embeddings + m.blocks == c.parameter_count() * double(dtype_size(c.dtype)));
+    nn::TransformerLM built(c);
+    CHECK(double(built.num_parameters()) == c.parameter_count());
+  }
   // No config overflows the arithmetic or divides by zero.
   nn::TransformerLMConfig huge = small_config();
   huge.vocab_size = huge.context_length = huge.d_model = huge.n_layers = int64_t(1) << 62;
@@ -109,7 +126,7 @@ TEST_CASE("model budget: what a config allocates, from the config alone", "[mode
 
 TEST_CASE("model budget: an int8 model whose context_length asks for more than its weights plus the slack is "
           "refused before the model exists",
-          "[model-budget][int8]") {
+          "[model-budget][int8][tool]") {
   ScratchDir dir("budget_int8");
   // The issue's file: vocab 1, d_model 512, one head, no layers (1536 weights); context_length 2^24: RoPE
   // tables of 160 GiB.
@@ -128,6 +145,12 @@ TEST_CASE("model budget: an int8 model whose context_length asks for more than i
                                  "(lm/model_budget.h)",
                                  bad)));
   CHECK_THROWS_WITH(lm::load_inference_model(bad), Catch::Contains("context_length 16777216"));
+  // The issue's command: `tapegrad info --checkpoint FILE` ran out of memory; now one line and exit 2.
+  const testing::ToolResult r = testing::run_tool({"info", "--checkpoint", bad}, dir.file("info"));
+  CHECK(r.signal == 0);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.starts_with(fmt::format("tapegrad: int8 model '{}': context_length 16777216", bad)));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   // A context the old bound (2^24) let through, with the slack lowered: refused too.
   const SlackGuard slack(1 << 20);
   rewrite(good, bad, "config.context_length", "4096", true);
@@ -147,10 +170,10 @@ TEST_CASE("model budget: a float checkpoint whose config asks for a long context
   rewrite(good, bad, "config.context_length", "1099511627776", false);  // 2^40 positions
   CHECK_THROWS_AS(lm::load_inference_model(bad), Error);
   CHECK_THROWS_WITH(lm::load_inference_model(bad),
-                    Catch::StartsWith(fmt::format("checkpoint '{}': context_length 1099511627776 (head size 64) asks for ",
-                                                  bad)) &&
-                        Catch::Contains("of RoPE tables and KV cache, more than the 117 KiB of weights in the file plus "
-                                        "1.00 GiB"));
+                    Catch::StartsWith(
+                        fmt::format("checkpoint '{}': context_length 1099511627776 (head size 64) asks for ", bad)) &&
+                        Catch::Contains("of RoPE tables and KV cache, more than the 117 KiB of weights in the file "
+                                        "plus 1.00 GiB"));
   rewrite(good, bad, "config.vocab_size", "1099511627776", false);  // 2^40 rows of embeddings
   CHECK_THROWS_WITH(lm::load_inference_model(bad), Catch::Contains("vocab_size 1099511627776 (d_model 64) asks for "));
   // Cheap versions that the old code built (and then refused or loaded): refused before the model exists.
@@ -158,7 +181,8 @@ TEST_CASE("model budget: a float checkpoint whose config asks for a long context
   rewrite(good, bad, "config.context_length", "8192", false);
   CHECK_THROWS_WITH(lm::load_inference_model(bad), Catch::Contains("context_length 8192 (head size 64) asks for"));
   rewrite(good, bad, "config.vocab_size", "8192", false);
-  CHECK_THROWS_WITH(lm::load_inference_model(bad), Catch::Contains("vocab_size 8192 (d_model 64) asks for 4.11 MiB of weights"));
+  CHECK_THROWS_WITH(lm::load_inference_model(bad),
+                    Catch::Contains("vocab_size 8192 (d_model 64) asks for 4.11 MiB of weights"));
 }
 
 TEST_CASE("model budget: a llama2.c file whose seq_len asks for more than its weights plus the slack is refused",
@@ -211,4 +235,35 @@ TEST_CASE("model budget: a Hugging Face config whose max_position_embeddings ask
   CHECK_THROWS_WITH(lm::import_hf_llama(hf), Catch::Contains("max_position_embeddings 8192 (head size 64) asks for"));
   with_positions(256);
   CHECK_NOTHROW(lm::import_hf_llama(hf));
+}
+
+TEST_CASE("model budget: train --init-from a checkpoint whose config asks for too much is one line, nothing built",
+          "[model-budget][tool]") {
+  ScratchDir dir("budget_init_from");
+  nn::TransformerLMConfig c = small_config();
+  c.vocab_size = 256;
+  nn::TransformerLM model(c);
+  const std::string run = dir.file("base");
+  fs::create_directories(fs::path(run) / "checkpoints");
+  data::BpeModel bytes;
+  for (int b = 0; b < 256; ++b) bytes.vocab.emplace_back(1, char(b));
+  data::save_hf_tokenizer_json(bytes, (fs::path(run) / "tokenizer.json").string());
+  const std::string good = (fs::path(run) / "checkpoints" / "good.safetensors").string();
+  const std::string bad = (fs::path(run) / "checkpoints" / "bad.safetensors").string();
+  lm::save_model_checkpoint(model, good, {});
+  rewrite(good, bad, "config.context_length", "1099511627776", false);
+  const std::string text = dir.file("text.txt");
+  std::string corpus;
+  for (int i = 0; i < 40; ++i) corpus += "Once upon a time there was a cat number " + std::to_string(i) + ".\n\n";
+  write_all(text, corpus);
+  const testing::ToolResult r =
+      testing::run_tool({"train", "--init-from", bad, "--text", text, "--steps", "1", "--batch-size", "2", "--threads",
+                         "1", "--out", dir.file("out")},
+                        dir.file("train"));
+  INFO(r.out << r.err);
+  CHECK(r.signal == 0);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.starts_with(fmt::format("tapegrad: --init-from '{}': context_length 1099511627776 (head size 64) asks for ",
+                                      bad)));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }

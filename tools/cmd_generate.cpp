@@ -49,6 +49,9 @@ int cmd_generate(Args args) {
       "seed", po::value<uint64_t>()->default_value(1), "sampling seed (the same seed gives the same text on every machine)")(
       "sliding", po::bool_switch(), "past the context, keep the last context − 1 tokens and go on")(
       "no-stop", po::bool_switch(), "do not stop at the end-of-text token")(
+      "special-tokens", po::bool_switch(),
+      "read special tokens in the prompt (<|endoftext|>, a chat template's <|user|> …) as their ids "
+      "(default: as text)")(
       "device", po::value<std::string>()->default_value("cpu"), "where the model runs: cpu, cuda or cuda:N")(
       "cuda-graph", po::value<std::string>()->default_value("on"),
       "on|off: with --device cuda, replay each decode step as a CUDA graph (the same tokens, fewer launches)")(
@@ -81,7 +84,10 @@ int cmd_generate(Args args) {
            "the tokenizer has {} tokens but the model's vocabulary is {}: another tokenizer?", codec->vocab_size(),
            model->config.vocab_size);
   if (!vm["no-stop"].as<bool>()) o.stop_token = codec->stop_token();
-  const std::vector<uint32_t> prompt_ids = codec->encode_prompt(prompt);
+  // Special ids only when asked for: otherwise "<|assistant|>" in a prompt is text, whether the tokenizer holds the
+  // chat template's tokens or they were appended to it (lm/chat_template.h).
+  const std::vector<uint32_t> prompt_ids =
+      vm["special-tokens"].as<bool>() ? codec->encode_prompt(prompt) : codec->encode_prompt_plain(prompt);
   lm::check_generate_request(*model, prompt_ids, o);  // refused before anything is printed
 
   std::fputs(prompt.c_str(), stdout);

@@ -2,19 +2,22 @@
 // The input is split at its first NUL byte: config.json before it, model.safetensors after it (no NUL:
 // no weights file, so only config.json is read before the import fails on the missing weights).
 // Asserts: the import throws only tapegrad::Error; a model it imports has a consistent config and its
-// weights, when the config is small enough to build, load strictly into a TransformerLM of that config
-// (every parameter present, with its shape and dtype, and nothing else).
+// weights load strictly into a TransformerLM of that config (every parameter present, with its shape and
+// dtype, and nothing else), and the config keeps the allocation bound (model_bound.h: max_position_embeddings
+// alone sizes the RoPE tables and the KV cache), so that model is always built.
 #include <string>
 
 #include "fuzz_common.h"
 #include "kernels/error.h"
 #include "lm/hf_llama.h"
+#include "model_bound.h"
 #include "nn/transformer_lm.h"
 
 using namespace tapegrad;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static fuzz::ScratchDir scratch;
+  fuzz::limit_model_allocation();
   const fuzz::Split parts = fuzz::split_at(fuzz::as_view(data, size), '\0');
   scratch.write("config.json", parts.first);
   if (parts.found)
@@ -35,14 +38,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_ASSERT((c.d_model / c.n_heads) % 2 == 0, "odd head size");
   FUZZ_ASSERT(c.dtype == kFloat32 || c.dtype == kFloat64, "dtype is not float32 or float64");
   for (const auto& [name, t] : m.weights) FUZZ_ASSERT(t.dtype() == c.dtype, "weight '" + name + "' has another dtype");
-  if (c.context_length <= 4096) {  // the RoPE table is context_length × head_dim / 2 (not in the file)
-    nn::TransformerLM model(c);
-    try {
-      model.load_state_dict(m.weights);
-    } catch (const Error& e) {
-      fuzz::property_failed("TransformerLM(config).load_state_dict(import_hf_llama(dir).weights)", __FILE__, __LINE__,
-                            e.what());
-    }
+  fuzz::check_config_bound(c, size, "import_hf_llama");
+  nn::TransformerLM model(c);
+  try {
+    model.load_state_dict(m.weights);
+  } catch (const Error& e) {
+    fuzz::property_failed("TransformerLM(config).load_state_dict(import_hf_llama(dir).weights)", __FILE__, __LINE__,
+                          e.what());
   }
+  fuzz::check_model_bound(model, size, "import_hf_llama");
   return 0;
 }

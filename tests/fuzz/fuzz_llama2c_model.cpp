@@ -3,18 +3,24 @@
 // anything is allocated, so no header can ask for more memory than the file holds); a model it reads has
 // a consistent config (n_heads divides d_model, n_kv_heads divides n_heads, an even head size); its float32
 // weights and (version 2) its int8 matrices — groups that divide every row, values in [−127, 127], finite
-// scales ≥ 0 — account for every byte of the file.
+// scales ≥ 0 — account for every byte of the file; its config keeps the allocation bound (model_bound.h:
+// RoPE tables and KV cache grow with seq_len × head size alone), and the model made from it
+// (make_llama2c_model) is built and measured.
 #include <cmath>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "fuzz_common.h"
 #include "kernels/error.h"
 #include "lm/llama2c.h"
+#include "model_bound.h"
 
 using namespace tapegrad;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static fuzz::MemFile input("llama2c_model");
+  fuzz::limit_model_allocation();
   const std::string& path = input.set(fuzz::as_view(data, size));
   lm::Llama2cModel m;
   try {
@@ -54,5 +60,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int64_t header = m.version == 0 ? 28 : 256;
   FUZZ_ASSERT(header + bytes == int64_t(size) || (c.tie_embeddings && header + bytes - embedding == int64_t(size)),
               "the weights do not account for the file's " + std::to_string(size) + " bytes");
+  fuzz::check_config_bound(c, size, "read_llama2c_model");
+  std::unique_ptr<nn::TransformerLM> model;
+  try {
+    model = lm::make_llama2c_model(std::move(m));
+  } catch (const Error& e) {
+    fuzz::note_rejected(e.what());
+    return 0;
+  }
+  fuzz::check_model_bound(*model, size, "make_llama2c_model");
   return 0;
 }
