@@ -18,7 +18,7 @@ says "train": that excludes tapegrad's evaluations every 100 steps, which nanoGP
 Prints a table and one `RESULT {json}` line per run.
 
     python3 bench/race.py [--tool build/tools/tapegrad] [--python /opt/torch2/bin/python] [--threads 1,2]
-                          [--modern-steps 300] [--work DIR]
+                          [--modern-steps 250] [--work DIR]
 """
 import argparse
 import json
@@ -128,7 +128,7 @@ def main():
     ap.add_argument("--python", default="/opt/torch2/bin/python")
     ap.add_argument("--shared", default=str(HERE.parent.parent / "shared"))
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--modern-steps", type=int, default=300)
+    ap.add_argument("--modern-steps", type=int, default=250)
     ap.add_argument("--work", default="")
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="tapegrad_race_")).resolve()
