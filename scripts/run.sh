@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh — the main job on its embedded default: installs what is missing, builds, then trains a small
-# language model on the TinyStories excerpt kept in corpus/ (on the CPU, about 4½ minutes on 2 cores after the build):
+# language model on the TinyStories excerpt kept in corpus/ (on the CPU, about 2½ minutes on 2 cores after the build):
 #   1. tapegrad tokenize train   a byte-level BPE tokenizer (vocab 2048) on the corpus
 #   2. tapegrad train            a 1.4M-parameter TransformerLM (QK-norm) trained with --recipe modern (Muon for
 #                                the blocks' matrices, AdamW at 3e-3 for the rest, warmup-stable-decay); the last
