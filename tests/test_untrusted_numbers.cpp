@@ -157,3 +157,19 @@ TEST_CASE("tool: train --init-from a llama2.c import with a bad vocabulary size:
                          " (an integer from 0 to 18446744073709551615)\n");
     }
 }
+
+TEST_CASE("tool: a negative value for an unsigned option (--seed) is refused, on the command line and in --config",
+          "[untrusted][numbers][tool]") {
+  ScratchDir dir("untrusted_seed");
+  const std::string ini = dir.file("opts.ini");
+  write_all(ini, "seed = -1\n");
+  for (const char* cmd : {"train", "generate", "chat"}) {
+    INFO(cmd);
+    testing::ToolResult r = testing::run_tool({cmd, "--seed=-1"}, dir.file("a"));
+    CHECK(r.exit_code == 2);
+    CHECK(r.err == "tapegrad: --seed must be a non-negative integer, but is '-1'\n");
+    r = testing::run_tool({cmd, "--config", ini}, dir.file("b"));
+    CHECK(r.exit_code == 2);
+    CHECK(r.err == "tapegrad: --config '" + ini + "': --seed must be a non-negative integer, but is '-1'\n");
+  }
+}

@@ -15,13 +15,39 @@
 
 namespace tapegrad::cli {
 
+namespace {
+
+// boost reads "-1" into an unsigned option as 2^64 − 1 (lexical_cast wraps): every option of an unsigned type
+// whose given value is negative is refused instead, naming the flag (and the --config file it came from).
+template <class T>
+bool is_typed(const po::option_description& d) {
+  return dynamic_cast<const po::typed_value<T>*>(d.semantic().get()) != nullptr;
+}
+
+void refuse_negative_unsigned(const po::parsed_options& parsed, const po::options_description& opts,
+                              const std::string& where) {
+  for (const po::option& o : parsed.options) {
+    const po::option_description* d = opts.find_nothrow(o.string_key, false);
+    if (!d || !(is_typed<uint64_t>(*d) || is_typed<uint32_t>(*d))) continue;
+    for (const std::string& v : o.value) {
+      const size_t first = v.find_first_not_of(" \t");
+      if (first != std::string::npos && v[first] == '-')
+        throw Error(fmt::format("{}--{} must be a non-negative integer, but is '{}'", where, o.string_key, v));
+    }
+  }
+}
+
+}  // namespace
+
 bool parse(Args args, po::options_description& opts, po::variables_map& vm, const std::string& usage) {
   opts.add_options()("help,h", "show this help")(
       "config", po::value<std::string>(), "read options from this INI-style file (key = value; flags override it)");
   // Boost wants argc/argv with a program name first.
   std::vector<const char*> argv{"tapegrad"};
   for (char* a : args) argv.push_back(a);
-  po::store(po::command_line_parser(int(argv.size()), argv.data()).options(opts).run(), vm);
+  const po::parsed_options flags = po::command_line_parser(int(argv.size()), argv.data()).options(opts).run();
+  refuse_negative_unsigned(flags, opts, "");
+  po::store(flags, vm);
   if (vm.count("help")) {
     std::cout << "usage: " << usage << "\n" << opts;
     return false;
@@ -32,7 +58,9 @@ bool parse(Args args, po::options_description& opts, po::variables_map& vm, cons
     TG_CHECK(f.good(), "--config: cannot read '{}'", path);
     try {
       // Values already stored (the flags) are kept: po::store never overwrites.
-      po::store(po::parse_config_file(f, opts), vm);
+      const po::parsed_options file = po::parse_config_file(f, opts);
+      refuse_negative_unsigned(file, opts, fmt::format("--config '{}': ", path));
+      po::store(file, vm);
     } catch (const po::error& e) {
       throw Error(fmt::format("--config '{}': {}", path, e.what()));
     }
