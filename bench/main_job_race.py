@@ -2,9 +2,9 @@
 
 The TinyStories excerpt (corpus/tinystories_head.txt), split by documents like `train --text` (the last 10 % held
 out), a byte-level BPE of 2048 tokens trained on it, the main job's model (C 128, 4 layers, 4 heads, T 128, batch
-16, untied head) and steps (800): `tapegrad train` with the classic recipe (the main job's: AdamW 3e-3, cosine,
-warm-up 50) and with `--recipe modern`, and bench/torch_peer_train.py (the same model, data, init, optimizers and
-schedules in PyTorch; torch.optim.Muon for the modern one) with each. Held-out loss over every window of the
+16, untied head) and steps (800): `tapegrad train` with the classic recipe (AdamW 3e-3, cosine, warm-up 50) and
+with the main job's `--recipe modern --lr 3e-3` (Muon, QK-norm, WSD), and bench/torch_peer_train.py (the same
+model, data, init, optimizers and schedules in PyTorch; torch.optim.Muon for the modern one) with each. Held-out loss over every window of the
 validation tokens at each evaluation; the table gives it at equal steps and at equal training time (each run's
 curve read at the time the fastest run needed for all its steps), and the step at which each modern run reaches
 the classic run's final loss (issue 34's target: ≤ 60 % of the steps).
@@ -15,6 +15,7 @@ the classic run's final loss (issue 34's target: ≤ 60 % of the steps).
 import argparse
 import json
 import platform
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -24,7 +25,8 @@ from race import HERE, run, thread_env, training_time_curve  # noqa: E402
 
 SEPARATOR = "<|endoftext|>"
 SHAPES = ["--context", "128", "--d-model", "128", "--layers", "4", "--heads", "4", "--batch-size", "16"]
-CLASSIC = ["--lr", "3e-3", "--warmup-steps", "50"]  # scripts/run.sh
+CLASSIC = ["--lr", "3e-3", "--warmup-steps", "50"]  # the main job until 2026-12-05
+MODERN = ["--recipe", "modern", "--lr", "3e-3", "--warmup-steps", "50"]  # scripts/run.sh: the main job
 
 
 def prepare(work, tool, corpus):
@@ -72,9 +74,10 @@ def main():
     curves = {}
     for name in args.runs.split(","):
         side, recipe = name.split("-")
-        flags = CLASSIC if recipe == "classic" else ["--recipe", "modern"]
+        flags = CLASSIC if recipe == "classic" else MODERN
         if side == "tapegrad":
             out = work / name
+            shutil.rmtree(out, ignore_errors=True)  # a fresh run each time
             run([tool, "train", "--train", work / "train.bin", "--val", work / "val.bin", *SHAPES, *flags, *steps,
                  "--threads", str(args.threads), "--print-every", "100", "--out", out], env=env, log=work / f"{name}.log")
             curves[name] = training_time_curve(out)
