@@ -73,19 +73,14 @@ case "$mode" in overhead | large | all | bpe | train | tool | generate | int8 | 
   exit 2
   ;;
 esac
-if [[ $mode == race ]]; then
+if [[ $mode == race || $mode == mainjob ]]; then  # the two training races: PyTorch 2.x peers from BENCH_TORCH2
   scripts/deps.sh
   scripts/build.sh >/dev/null
   source scripts/blas_env.sh
-  exec python3 bench/race.py --tool build/tools/tapegrad --python "${BENCH_TORCH2:-/opt/torch2/bin/python}" \
-    --threads "${BENCH_THREADS:-1,2}"
-fi
-if [[ $mode == mainjob ]]; then
-  scripts/deps.sh
-  scripts/build.sh >/dev/null
-  source scripts/blas_env.sh
-  exec python3 bench/main_job_race.py --tool build/tools/tapegrad --python "${BENCH_TORCH2:-/opt/torch2/bin/python}" \
-    --threads "${BENCH_THREADS:-1}"
+  if [[ $mode == race ]]; then script=bench/race.py threads=${BENCH_THREADS:-1,2}
+  else script=bench/main_job_race.py threads=${BENCH_THREADS:-1}; fi
+  exec python3 "$script" --tool build/tools/tapegrad --python "${BENCH_TORCH2:-/opt/torch2/bin/python}" \
+    --threads "$threads"
 fi
 REPS=${BENCH_REPS:-9}
 THREADS=${BENCH_THREADS:-1,2}

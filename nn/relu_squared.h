@@ -1,8 +1,8 @@
 // relu_squared.h — the ReLU² feed-forward (So et al. 2021, "Primer"; the modded-nanogpt speedrun's MLP):
 //   y = w2(relu(w1 x)²),  w1 [F, C], w2 [C, F], no biases, F = 4·C by default.
 // Backward: with a = w1 x, h = relu(a)², dh/da = 2·relu(a) (0 where a ≤ 0), so dL/da = 2·relu(a)·dL/dh.
-// forward runs it as relu then a product of the result with itself (the tape keeps relu(a) once); measured, a
-// fused kernel would save one [.., F] pass each way, about 1 % of a step of the race's model (docs/training.md).
+// forward runs it as relu then a product of the result with itself (the tape keeps relu(a) once). Not fused:
+// no recipe uses it (docs/training.md, "The modern architecture"), so its cost has not been measured.
 #pragma once
 #include "nn/block_ffn.h"
 
