@@ -11,6 +11,7 @@
 #include "lm/llama2c_tokenizer.h"
 #include "lm/model_io.h"
 #include "lm/run_dir.h"
+#include "lm/text_tokenizer.h"
 
 namespace tapegrad::lm {
 
@@ -86,21 +87,10 @@ std::unique_ptr<TextCodec> make_bpe_codec(data::BpeModel model) { return std::ma
 
 namespace {
 
-// The tokenizer's own codec, of `tokenizer_vocab` tokens (the model's vocabulary less any appended ids).
+// The tokenizer's own codec (lm/text_tokenizer.h: the run's tokenizer.json or tokenizer.bin, or `override_path`).
 std::unique_ptr<TextCodec> tokenizer_codec(const optim::Checkpoint& ck, const std::string& path,
-                                           const std::string& override_path, size_t tokenizer_vocab) {
-  const auto kind = ck.extra.find("run.tokenizer_kind");
-  if (kind != ck.extra.end() && kind->second == "llama2c") {  // imported by `tapegrad import llama2c`
-    std::string source = override_path;
-    if (source.empty()) {
-      const std::string run = run_dir_of_checkpoint(path);
-      source = (std::filesystem::path(run.empty() ? "." : run) / "tokenizer.bin").string();
-      TG_CHECK(!run.empty() && std::filesystem::exists(source),
-               "no tokenizer for checkpoint '{}': pass --tokenizer (the run directory holds no tokenizer.bin)", path);
-    }
-    return make_llama2c_codec(source, tokenizer_vocab);
-  }
-  return make_bpe_codec(tokenizer_for_checkpoint(ck, path, override_path));
+                                           const std::string& override_path) {
+  return text_tokenizer_for_checkpoint(ck, path, override_path).codec();
 }
 
 }  // namespace
@@ -116,9 +106,8 @@ std::unique_ptr<TextCodec> codec_for_checkpoint(const optim::Checkpoint& ck, con
     throw Error(fmt::format("checkpoint '{}': {}", path, e.what()));
   }
   if (!chat || chat->added_tokens == 0)
-    return tokenizer_codec(ck, path, override_path,
-                           parse_number<uint64_t>(vocab->second, fmt::format("checkpoint '{}': config.vocab_size", path)));
-  auto base = tokenizer_codec(ck, path, override_path, chat->tokenizer_vocab);
+    return tokenizer_codec(ck, path, override_path);
+  auto base = tokenizer_codec(ck, path, override_path);
   TG_CHECK(base->vocab_size() == chat->tokenizer_vocab,
            "checkpoint '{}' was instruction-tuned with a tokenizer of {} tokens; this one has {}", path,
            chat->tokenizer_vocab, base->vocab_size());

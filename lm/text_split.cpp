@@ -50,13 +50,26 @@ uint64_t split_chunk(data::EncodedDocuments& encoded, size_t k, uint64_t cut_doc
 
 }  // namespace
 
+namespace {
+
+// ⌈fraction·n⌉ of the decimal the user wrote, in [1, n-1]: 0.07·100 is 7.000000000000001 in doubles, and must
+// give 7, so a product within rounding error (relative 1e-12) of an integer counts as that integer.
+size_t held_out_count(size_t n, double val_fraction) {
+  const double want = val_fraction * double(n);
+  const auto n_val = size_t(std::ceil(want - want * 1e-12));
+  return std::min(std::max<size_t>(n_val, 1), n - 1);
+}
+
+}  // namespace
+
 size_t validation_documents(size_t documents, double val_fraction) {
   TG_CHECK(documents >= 2, "validation_documents: {} document(s), at least 2 are needed", documents);
-  // ⌈fraction·n⌉ of the decimal the user wrote: 0.07·100 is 7.000000000000001 in doubles, and must give 7,
-  // so a product within rounding error (relative 1e-12) of an integer counts as that integer.
-  const double want = val_fraction * double(documents);
-  const auto n_val = size_t(std::ceil(want - want * 1e-12));
-  return std::min(std::max<size_t>(n_val, 1), documents - 1);
+  return held_out_count(documents, val_fraction);
+}
+
+size_t validation_tokens(size_t tokens, double val_fraction) {
+  TG_CHECK(tokens >= 2, "validation_tokens: {} token(s), at least 2 are needed", tokens);
+  return held_out_count(tokens, val_fraction);
 }
 
 TextSplit split_documents(std::string_view text, std::string_view separator, double val_fraction) {
@@ -108,10 +121,17 @@ TokenizedText tokenize_text_inputs(const std::vector<data::TextInput>& inputs, c
     out.train_documents = encoded.documents;
     return out;
   }
-  try {
-    check_enough_documents(encoded.documents, separator);
-  } catch (const Error& e) {
-    throw Error(fmt::format("'{}': {}", inputs_name(inputs), e.what()));
+  TG_CHECK(encoded.documents > 0, "{}: no text (only whitespace, or nothing)", inputs_name(inputs));
+  if (encoded.documents == 1) {  // one document (no separator in the text): its tail of tokens is held out
+    TG_CHECK(encoded.ids.size() >= 2, "{}: {} token(s) of text: too few to hold out a validation part",
+             inputs_name(inputs), encoded.ids.size());
+    const size_t cut = encoded.ids.size() - validation_tokens(encoded.ids.size(), fraction);
+    out.val.assign(encoded.ids.begin() + std::ptrdiff_t(cut), encoded.ids.end());
+    encoded.ids.resize(cut);
+    out.train = std::move(encoded.ids);
+    out.train_documents = 1;
+    out.val_by_tokens = true;
+    return out;
   }
   const uint64_t n_val = validation_documents(encoded.documents, fraction);
   const uint64_t cut_document = encoded.documents - n_val;

@@ -88,6 +88,7 @@ std::map<std::string, std::string> TrainOptions::to_map() const {
           {"weight_decay", exact(weight_decay)}, {"grad_clip", exact(grad_clip)},
           {"seed", exact(seed)},               {"out_dir", out_dir},
           {"eval_every", exact(eval_every)},   {"eval_batch_size", exact(eval_batch_size)},
+          {"eval_at_start", eval_at_start ? "true" : "false"},
           {"checkpoint_every", exact(checkpoint_every)}, {"keep_last", exact(keep_last)},
           {"log_every", exact(log_every)},     {"detect_anomaly", detect_anomaly ? "true" : "false"},
           {"device", device.str()},            {"precision", nn::precision_name(precision)},
@@ -618,6 +619,8 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     if (cb.on_eval) cb.on_eval(e);
   };
 
+  const bool can_eval = val_ || (sft_ && !sft_->val.empty());
+  if (can_eval && options_.eval_at_start && step_ == 0) run_eval();  // where the run starts from (not on a resume)
   while (step_ < options_.steps) {
     StepStats s;
     try {
@@ -638,7 +641,6 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     }
     if (cb.on_step) cb.on_step(s);
     const bool last = step_ == options_.steps;
-    const bool can_eval = val_ || (sft_ && !sft_->val.empty());
     if (can_eval && (last || (options_.eval_every > 0 && step_ % options_.eval_every == 0))) run_eval();
     bool stop = !last && cb.should_stop && cb.should_stop();
     if (!last && comm_->world_size() > 1) {  // any rank's stop request stops every rank after this step

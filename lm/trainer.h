@@ -94,6 +94,7 @@ struct TrainOptions {
   uint64_t seed = 1337;             // model initialisation and data order
   std::string out_dir;              // "" : no files at all (a library user's choice)
   int64_t eval_every = 0;           // 0: evaluate only at the end (when there is validation data)
+  bool eval_at_start = false;       // also evaluate before the first step (step 0: where a fine-tune starts from)
   int64_t eval_batch_size = 0;      // 0: batch_size
   int64_t checkpoint_every = 0;     // 0: checkpoint only at the end (and when stopped)
   int keep_last = 3;                // step checkpoints kept (best.safetensors is separate)

@@ -323,13 +323,28 @@ TEST_CASE("text inputs: the validation split counts documents across inputs", "[
       CHECK(concat(t.train, t.val) == tok.encode(read_all(names[0]) + read_all(names[1]) + read_all(names[2])));
     }
   }
-  // Fewer than 2 documents: the error names the input.
-  write_all(dir.file("one.txt"), "only one story" + kEot);
+  // One document: its last ⌈fraction·tokens⌉ tokens are held out (a plain text without separators).
+  write_all(dir.file("one.txt"), "only one story, a story without a separator in it" + kEot);
+  const std::vector<uint32_t> whole = tok.encode(read_all(dir.file("one.txt")));
+  for (double fraction : {0.1, 0.5, 0.99}) {
+    lm::TextInputOptions options;
+    options.val_fraction = fraction;
+    const auto one = lm::tokenize_text_inputs(resolve_text_inputs({dir.file("one.txt")}, "--text"), kEot,
+                                              bpe_document_encoder(tok, 1), options);
+    CHECK(one.val_by_tokens);
+    CHECK(one.val.size() == lm::validation_tokens(whole.size(), fraction));
+    CHECK(concat(one.train, one.val) == whole);
+  }
+  CHECK(lm::validation_tokens(100, 0.07) == 7);
+  CHECK(lm::validation_tokens(2, 0.01) == 1);
+  CHECK(lm::validation_tokens(2, 0.99) == 1);
+  // Too little text to split: the error names the input.
+  write_all(dir.file("tiny.txt"), "a");
   CHECK_THAT(error_of([&] {
-               lm::tokenize_text_inputs(resolve_text_inputs({dir.file("one.txt")}, "--text"), kEot,
+               lm::tokenize_text_inputs(resolve_text_inputs({dir.file("tiny.txt")}, "--text"), kEot,
                                         bpe_document_encoder(tok, 1));
              }),
-             Catch::StartsWith(fmt::format("'{}': the text has 1 document(s)", dir.file("one.txt"))));
+             Catch::StartsWith(fmt::format("{}: 1 token(s) of text: too few", dir.file("tiny.txt"))));
 }
 
 TEST_CASE("text inputs: streamed in small chunks, the ids are those of the whole-text path", "[text-inputs]") {

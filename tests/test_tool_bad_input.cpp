@@ -88,10 +88,10 @@ TEST_CASE("tool: bad flags, files and model shapes are refused before anything i
   CHECK_FALSE(fs::exists(f.dir.file("never") + "/checkpoints/best.safetensors"));
   CHECK(tapegrad::lm::list_step_checkpoints(out).empty());
 
-  // One document: nothing to hold out.
-  write_all(f.dir.file("one.txt"), "Just one story without an end marker.\n");
+  // A text too short to hold anything out (one document is held out by tokens: tests/test_tool_first_hour.cpp).
+  write_all(f.dir.file("one.txt"), "J");
   require_clean_error(f.tool({"train", "--text", f.dir.file("one.txt"), "--tokenizer", f.tok512, "--out", out}),
-                      "at least 2 are needed");
+                      "too few to hold out a validation part");
 
   // A token file whose ids exceed the tokenizer's vocabulary (300 tokens; the file holds ids up to 511).
   require_clean_error(f.tool({"train", "--train", f.train_bin, "--tokenizer", f.tok300, "--context", "32",

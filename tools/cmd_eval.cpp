@@ -16,6 +16,7 @@
 #include "lm/multiple_choice.h"
 #include "lm/quantized_model.h"
 #include "lm/text_split.h"
+#include "lm/text_tokenizer.h"
 #include "lm/trainer.h"
 #include "optim/checkpoint.h"
 #include "tools/commands.h"
@@ -31,7 +32,7 @@ int cmd_eval(Args args) {
       "of picking the ending with the lowest mean loss per token")(
       "text", po::value<std::vector<std::string>>()->multitoken(), "text files, directories and JSONL files to evaluate on, in order (tokenized with the run's tokenizer)")(
       "text-field", po::value<std::string>()->default_value("text"), "--text: the JSONL field that holds each document")(
-      "tokenizer", po::value<std::string>(), "--text: tokenizer.json or folder (default: the run's tokenizer.json)")(
+      "tokenizer", po::value<std::string>(), "--text: tokenizer.json, llama2.c's tokenizer.bin, or a folder (default: the run's tokenizer)")(
       "held-out", po::value<double>(), "--text: only the last documents, this fraction of them (0.1: the part `train --text` held out)")(
       "batch-size", po::value<int64_t>()->default_value(8), "windows per batch")(
       "context", po::value<int64_t>()->default_value(0), "window length (0: the model's context)")(
@@ -77,14 +78,13 @@ int cmd_eval(Args args) {
     file = std::make_unique<data::TokenFile>(what);
     source.emplace(*file);
     if (!tokenizer_flag.empty())
-      token_bytes = lm::token_byte_lengths(lm::tokenizer_for_checkpoint(ck, path, tokenizer_flag),
-                                           size_t(model->config.vocab_size));
+      token_bytes = lm::text_tokenizer_for_checkpoint(ck, path, tokenizer_flag)
+                        .byte_lengths(size_t(model->config.vocab_size));
   } else {
     const auto given = vm["text"].as<std::vector<std::string>>();
     what = data::describe_inputs(given);
-    const data::BpeModel bpe = lm::tokenizer_for_checkpoint(ck, path, tokenizer_flag);
-    token_bytes = lm::token_byte_lengths(bpe, size_t(model->config.vocab_size));
-    data::Tokenizer tok(bpe);
+    const lm::TextTokenizer tok = lm::text_tokenizer_for_checkpoint(ck, path, tokenizer_flag);
+    token_bytes = tok.byte_lengths(size_t(model->config.vocab_size));
     const std::vector<data::TextInput> inputs = data::resolve_text_inputs(given, "--text");
     lm::TextInputOptions text_options;
     text_options.text_field = vm["text-field"].as<std::string>();
@@ -96,12 +96,13 @@ int cmd_eval(Args args) {
     }
     BytesProgress tokenizing;
     text_options.progress = [&](uint64_t done, uint64_t total) { tokenizing.update(done, total); };
-    lm::TokenizedText text = lm::tokenize_text_inputs(inputs, lm::document_separator(tok),
-                                                      data::bpe_document_encoder(tok, num_threads()), text_options);
+    lm::TokenizedText text =
+        lm::tokenize_text_inputs(inputs, tok.document_separator(), tok.document_encoder(num_threads()), text_options);
     tokenizing.finish();
     if (vm.count("held-out")) {
       ids = std::move(text.val);
-      what += fmt::format(" (its last {} documents)", text.val_documents);
+      what += text.val_by_tokens ? fmt::format(" (its last {} tokens: one document, held out by tokens)", ids.size())
+                                 : fmt::format(" (its last {} documents)", text.val_documents);
     } else {
       ids = std::move(text.train);
     }

@@ -22,8 +22,7 @@
 #include "data/stream_encode.h"
 #include "data/text_inputs.h"
 #include "data/tokenizer.h"
-#include "lm/llama2c_documents.h"
-#include "lm/llama2c_tokenizer.h"
+#include "lm/text_tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "kernels/error.h"
 #include "tools/commands.h"
@@ -201,29 +200,20 @@ int encode(Args args) {
   const auto report = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   uint64_t tokens = 0, documents = 0;
   size_t vocab = 0;
-  if (tokenizer_path.ends_with(".bin")) {
-    // llama2.c's tokenizer.bin: every document as BOS + its pieces, as llama2.c prepares its data.
-    const lm::Llama2cTokenizer llama2c(tokenizer_path, lm::Llama2cTokenizer::count_tokens(tokenizer_path));
-    vocab = llama2c.vocab_size();
-    data::DocumentReader reader(inputs, lm::kLlama2cDocumentSeparator, vm["text-field"].as<std::string>());
-    const data::TokenFileSummary summary = data::encode_documents_to_token_file(
-        reader, lm::llama2c_document_encoder(llama2c, threads), vocab, out, data::kDocumentChunkBytes, report);
-    tokens = summary.tokens, documents = summary.documents;
+  // lm/text_tokenizer.h: a BPE tokenizer.json / folder, or llama2.c's tokenizer.bin (every document as BOS + its
+  // pieces, as llama2.c prepares its data).
+  const lm::TextTokenizer tokenizer = lm::load_text_tokenizer(tokenizer_path);
+  vocab = tokenizer.vocab_size();
+  if (tokenizer.kind() == lm::TokenizerKind::Bpe && inputs.size() == 1 && inputs[0].format == data::TextFormat::plain) {
+    // One text file: streamed in blocks cut where the ids stay exactly those of encoding it whole.
+    data::Tokenizer bpe(*tokenizer.bpe_model());
+    tokens = data::encode_file_to_token_file(bpe, inputs[0].path, out, data::kEncodeBlockBytes * size_t(threads), report,
+                                             threads);
   } else {
-    data::Tokenizer tokenizer(data::load_tokenizer_model(tokenizer_path));
-    vocab = tokenizer.vocab_size();
-    if (inputs.size() == 1 && inputs[0].format == data::TextFormat::plain) {
-      // One text file: streamed in blocks cut where the ids stay exactly those of encoding it whole.
-      tokens = data::encode_file_to_token_file(tokenizer, inputs[0].path, out, data::kEncodeBlockBytes * size_t(threads),
-                                               report, threads);
-    } else {
-      data::DocumentReader reader(inputs, separator_for(tokenizer.model().special_tokens),
-                                  vm["text-field"].as<std::string>());
-      const data::TokenFileSummary summary =
-          data::encode_documents_to_token_file(reader, data::bpe_document_encoder(tokenizer, threads),
-                                               tokenizer.vocab_size(), out, data::kDocumentChunkBytes, report);
-      tokens = summary.tokens, documents = summary.documents;
-    }
+    data::DocumentReader reader(inputs, tokenizer.document_separator(), vm["text-field"].as<std::string>());
+    const data::TokenFileSummary summary = data::encode_documents_to_token_file(
+        reader, tokenizer.document_encoder(threads), vocab, out, data::kDocumentChunkBytes, report);
+    tokens = summary.tokens, documents = summary.documents;
   }
   const uint64_t bytes = data::total_bytes(inputs);
   progress.update(bytes, bytes);

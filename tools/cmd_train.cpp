@@ -28,8 +28,7 @@
 #include "lm/evaluate.h"
 #include "lm/memory_estimate.h"
 #include "lm/model_budget.h"
-#include "lm/llama2c_documents.h"
-#include "lm/llama2c_tokenizer.h"
+#include "lm/text_tokenizer.h"
 #include "lm/model_io.h"
 #include "lm/model_presets.h"
 #include "lm/run_dir.h"
@@ -81,10 +80,10 @@ void add_options(po::options_description& opts) {
       // data
       ("text", po::value<std::vector<std::string>>()->multitoken(), "text files, directories (their *.txt, *.text, *.md, *.jsonl, sorted by path) and JSONL files, tokenized here in order; the last documents are the validation data")
       ("text-field", po::value<std::string>()->default_value("text"), "--text: the JSONL field that holds each document")
-      ("val-fraction", po::value<double>()->default_value(0.1, "0.1"), "--text: fraction of documents held out")
+      ("val-fraction", po::value<double>()->default_value(0.1, "0.1"), "fraction held out for validation: --text its last documents (one document: its last tokens), --sft a seeded random subset; 0: none")
       ("train", po::value<std::string>(), "training token file (tapegrad tokenize encode)")
       ("val", po::value<std::string>(), "validation token file")
-      ("tokenizer", po::value<std::string>(), "tokenizer.json or a tokenizer folder (required with --text)")
+      ("tokenizer", po::value<std::string>(), "tokenizer.json, a tokenizer folder, or llama2.c's tokenizer.bin (required with --text)")
       // --sft: instruction tuning (lm/sft_data.h, docs/training.md)
       ("sft", po::value<std::string>(), "instruction tuning on a JSONL of {\"messages\": [{\"role\", \"content\"}, ...]} "
        "or {\"prompt\", \"completion\"} lines, the chat template applied, the loss on the answers only")
@@ -125,6 +124,7 @@ void add_options(po::options_description& opts) {
       // run
       ("out", po::value<std::string>(), "run directory: config.json, metrics.jsonl, loss.svg, checkpoints/")
       ("eval-every", po::value<int64_t>()->default_value(0), "evaluate on all validation data every N steps (0: only at the end; not negative)")
+      ("eval-at-start", po::bool_switch(), "also evaluate before the first step (step 0: where a fine-tune starts from)")
       ("eval-batch-size", po::value<int64_t>()->default_value(0), "windows per evaluation batch (0: the batch size; not negative)")
       ("checkpoint-every", po::value<int64_t>()->default_value(0), "checkpoint every N steps (0: only at the end; not negative)")
       ("keep-last", po::value<int>()->default_value(3), "step checkpoints kept (best.safetensors is kept apart)")
@@ -244,21 +244,6 @@ nn::TransformerLMConfig init_from_config(const po::variables_map& vm, const opti
   return c;
 }
 
-// --sft: the tokenizer as a TextCodec of `tokenizer_vocab` tokens — the BPE tokenizer, else llama2.c's tokenizer.bin
-// in the run directory of `from` (the --init-from checkpoint, or the one being resumed) when it came from llama2.c.
-std::unique_ptr<lm::TextCodec> sft_tokenizer_codec(const std::optional<data::BpeModel>& bpe,
-                                                   const optim::Checkpoint* from, const std::string& from_path,
-                                                   size_t tokenizer_vocab) {
-  if (bpe) return lm::make_bpe_codec(*bpe);
-  const bool llama2c = from && from->extra.count("run.tokenizer_kind") && from->extra.at("run.tokenizer_kind") == "llama2c";
-  TG_CHECK(llama2c, "--sft needs a tokenizer: --tokenizer, or --init-from a checkpoint whose run directory has one");
-  const std::string run = lm::run_dir_of_checkpoint(from_path);
-  const std::string bin = (std::filesystem::path(run.empty() ? "." : run) / "tokenizer.bin").string();
-  TG_CHECK(std::filesystem::exists(bin), "--sft: '{}' came from llama2.c but its run directory holds no tokenizer.bin",
-           from_path);
-  return lm::make_llama2c_codec(bin, tokenizer_vocab);
-}
-
 int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Communicator>& comm);
 
 }  // namespace
@@ -340,46 +325,29 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
     }
     resume_ck = optim::read_checkpoint(resume_from);
   }
-  // llama2.c's tokenizer (tokenizer.bin), for a model that came from `import llama2c`: the --init-from import's
-  // (copied into this run, and the checkpoints say so, so that generate, eval and chat find it as they do for the
-  // import), or a resumed run's copy. `train --text` then encodes each document as llama2.c does (BOS + pieces).
-  std::string llama2c_tokenizer;
-  uint64_t llama2c_vocab = 0;
-  for (const auto& [ck, ck_path] : {std::pair{&init_ck, init_from}, std::pair{&resume_ck, resume_from}}) {
-    if (!*ck || !(*ck)->extra.count("run.tokenizer_kind") || (*ck)->extra.at("run.tokenizer_kind") != "llama2c") continue;
-    const std::string run = lm::run_dir_of_checkpoint(ck_path);
-    llama2c_tokenizer = (std::filesystem::path(run.empty() ? "." : run) / "tokenizer.bin").string();
-    TG_CHECK(std::filesystem::exists(llama2c_tokenizer),
-             "'{}' was imported from llama2.c but its run directory holds no tokenizer.bin", ck_path);
-    // The tokenizer's own size: the model's, less the chat template's tokens an --sft run may have added.
-    const auto& extra = (*ck)->extra;
-    if (const auto chat_vocab = extra.find("run.chat_tokenizer_vocab"); chat_vocab != extra.end()) {
-      llama2c_vocab = parse_number<uint64_t>(chat_vocab->second,
-                                             fmt::format("checkpoint '{}': run.chat_tokenizer_vocab", ck_path));
-    } else {
-      const auto vocab = (*ck)->config.find("vocab_size");
-      TG_CHECK(vocab != (*ck)->config.end(), "checkpoint '{}' has no config.vocab_size", ck_path);
-      llama2c_vocab = parse_number<uint64_t>(vocab->second, fmt::format("checkpoint '{}': config.vocab_size", ck_path));
+  // The tokenizer (lm/text_tokenizer.h: a BPE tokenizer.json or llama2.c's tokenizer.bin): --tokenizer, else the
+  // resumed run's own, else the one that came with --init-from's checkpoint (its run directory's tokenizer.json or,
+  // for a model from `import llama2c`, tokenizer.bin). With a checkpoint, a given BPE --tokenizer must be the one it
+  // was trained with (same fingerprint).
+  std::optional<lm::TextTokenizer> tokenizer;
+  {
+    const std::string flag = vm.count("tokenizer") ? vm["tokenizer"].as<std::string>() : "";
+    const optim::Checkpoint* from = resume_ck ? &*resume_ck : init_ck ? &*init_ck : nullptr;
+    const std::string& from_path = resume_ck ? resume_from : init_from;
+    if (from) {
+      const std::string run = lm::run_dir_of_checkpoint(from_path);
+      const bool has_own = lm::checkpoint_uses_llama2c_tokenizer(*from) ||
+                           (!run.empty() && std::filesystem::exists(std::filesystem::path(run) / "tokenizer.json"));
+      if (!flag.empty() || has_own) tokenizer.emplace(lm::text_tokenizer_for_checkpoint(*from, from_path, flag));
+    } else if (!flag.empty()) {
+      tokenizer.emplace(lm::load_text_tokenizer(flag));
     }
   }
-
-  // The tokenizer: the given one, the run's own when resuming, or the one that came with --init-from's checkpoint
-  // (its run directory's tokenizer.json; a given --tokenizer must then be that one: same fingerprint).
-  std::optional<data::BpeModel> bpe;
-  std::string tokenizer_source;
-  if (vm.count("tokenizer")) tokenizer_source = vm["tokenizer"].as<std::string>();
-  else if (vm.count("resume") && std::filesystem::exists(std::filesystem::path(out) / "tokenizer.json"))
-    tokenizer_source = (std::filesystem::path(out) / "tokenizer.json").string();
-  if (init_ck) {
-    const std::string run = lm::run_dir_of_checkpoint(init_from);
-    const std::filesystem::path own = std::filesystem::path(run.empty() ? "." : run) / "tokenizer.json";
-    if (tokenizer_source.empty() && !run.empty() && std::filesystem::exists(own)) tokenizer_source = own.string();
-    if (!tokenizer_source.empty()) bpe = lm::tokenizer_for_checkpoint(*init_ck, init_from, tokenizer_source);
-  } else if (!tokenizer_source.empty()) {
-    bpe = data::load_tokenizer_model(tokenizer_source);
-  }
-  TG_CHECK(!vm.count("text") || bpe || !llama2c_tokenizer.empty(),
-           "--text needs --tokenizer (train one with: tapegrad tokenize train)");
+  const data::BpeModel* bpe = tokenizer ? tokenizer->bpe_model() : nullptr;
+  const bool llama2c = tokenizer && tokenizer->kind() == lm::TokenizerKind::Llama2c;
+  TG_CHECK(!vm.count("text") || tokenizer,
+           "--text needs --tokenizer (a tokenizer.json or llama2.c's tokenizer.bin; train one with: tapegrad tokenize "
+           "train)");
 
   // The data, kept alive for the trainer.
   std::unique_ptr<data::TokenFile> train_file, val_file;
@@ -388,30 +356,29 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   std::map<std::string, std::string> run_info;
   const int threads = num_threads();
   if (vm.count("text")) {
-    std::optional<data::Tokenizer> tok;
-    std::optional<lm::Llama2cTokenizer> llama2c;
-    if (bpe) tok.emplace(*bpe);
-    else llama2c.emplace(llama2c_tokenizer, llama2c_vocab);
     const auto given = vm["text"].as<std::vector<std::string>>();
     const std::vector<data::TextInput> inputs = data::resolve_text_inputs(given, "--text");
     lm::TextInputOptions text_options;
     text_options.text_field = vm["text-field"].as<std::string>();
     text_options.val_fraction = vm["val-fraction"].as<double>();
-    TG_CHECK(text_options.val_fraction > 0 && text_options.val_fraction < 1, "--val-fraction must be in (0, 1), but is {}",
-             text_options.val_fraction);
+    TG_CHECK(text_options.val_fraction >= 0 && text_options.val_fraction < 1,
+             "--val-fraction must be in [0, 1) (0: no validation), but is {}", text_options.val_fraction);
     BytesProgress tokenizing;
     if (rank0) text_options.progress = [&](uint64_t done, uint64_t total) { tokenizing.update(done, total); };
-    text = tok ? lm::tokenize_text_inputs(inputs, lm::document_separator(*tok), data::bpe_document_encoder(*tok, threads),
-                                          text_options)
-               : lm::tokenize_text_inputs(inputs, lm::kLlama2cDocumentSeparator,
-                                          lm::llama2c_document_encoder(*llama2c, threads), text_options);
+    text = lm::tokenize_text_inputs(inputs, tokenizer->document_separator(), tokenizer->document_encoder(threads),
+                                    text_options);
     tokenizing.finish();
     const std::string path = data::describe_inputs(given);
-    fmt::print("text {}{}: {:.2f} MB → {} training tokens ({} documents), {} validation tokens ({} documents)\n", path,
+    const std::string held_out =
+        text.val_by_tokens ? fmt::format("{} validation tokens (the last {:g} % of the tokens: the text is one document)",
+                                         text.val.size(), 100 * text_options.val_fraction)
+        : text.val.empty() ? std::string("no validation part (--val-fraction 0)")
+                           : fmt::format("{} validation tokens ({} documents)", text.val.size(), text.val_documents);
+    fmt::print("text {}{}: {:.2f} MB → {} training tokens ({} document{}), {}\n", path,
                inputs.size() > 1 ? fmt::format(" ({} files)", inputs.size()) : "", double(text.bytes) / 1e6,
-               text.train.size(), text.train_documents, text.val.size(), text.val_documents);
+               text.train.size(), text.train_documents, text.train_documents == 1 ? "" : "s", held_out);
     train_src.emplace(std::span<const uint32_t>(text.train));
-    val_src.emplace(std::span<const uint32_t>(text.val));
+    if (!text.val.empty()) val_src.emplace(std::span<const uint32_t>(text.val));
     run_info["text"] = path;
   } else if (vm.count("train")) {
     train_file = std::make_unique<data::TokenFile>(vm["train"].as<std::string>());
@@ -426,7 +393,7 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   if (train_src)  // (--sft reads its examples once the model's context is known, below)
     fmt::print("unigram entropy of the training tokens: {:.4f} nats/token (the loss of a model that ignores context)\n",
                lm::unigram_entropy(*train_src));
-  const int64_t data_vocab = bpe ? int64_t(bpe->vocab.size()) : train_file ? int64_t(train_file->vocab_size()) : 0;
+  const int64_t data_vocab = tokenizer ? int64_t(tokenizer->vocab_size()) : train_file ? int64_t(train_file->vocab_size()) : 0;
 
   // --recipe: the defaults of the flags below and of a new model's architecture (a flag given explicitly wins); on
   // --resume the run's own.
@@ -454,9 +421,8 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   else if (init_ck) chat = lm::chat_template_for_checkpoint(*init_ck);
   std::unique_ptr<lm::TextCodec> sft_codec;
   if (vm.count("sft")) {
-    const optim::Checkpoint* from = resume_ck ? &*resume_ck : init_ck ? &*init_ck : nullptr;
-    sft_codec = sft_tokenizer_codec(bpe, from, resume_ck ? resume_from : init_from,
-                                    chat ? chat->tokenizer_vocab : size_t(config.vocab_size));
+    TG_CHECK(tokenizer, "--sft needs a tokenizer: --tokenizer, or --init-from a checkpoint whose run directory has one");
+    sft_codec = tokenizer->codec();
     if (!chat && bpe) chat = lm::chat_template_in_tokenizer(*bpe);
     if (!chat) chat = lm::ChatTemplate::appended(sft_codec->vocab_size());
     TG_CHECK(int64_t(chat->vocab_size()) >= config.vocab_size,
@@ -465,10 +431,10 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
     config.vocab_size = int64_t(chat->vocab_size());
   }
   // One vocabulary for both, as `generate` and `eval` require of the checkpoint and its tokenizer.
-  if (bpe)
-    TG_CHECK(int64_t(bpe->vocab.size()) + (chat ? chat->added_tokens : 0) == config.vocab_size,
+  if (tokenizer)
+    TG_CHECK(int64_t(tokenizer->vocab_size()) + (chat ? chat->added_tokens : 0) == config.vocab_size,
              "the tokenizer has {} tokens but the model's vocabulary is {}: another tokenizer? (--vocab-size must match it)",
-             bpe->vocab.size(), config.vocab_size);
+             tokenizer->vocab_size(), config.vocab_size);
 
   lm::TrainOptions o;
   const lm::ModelPreset* preset = vm.count("model") ? &lm::model_preset(vm["model"].as<std::string>()) : nullptr;
@@ -511,6 +477,7 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   o.precision = precision_flag(vm, Device::cpu());  // the Trainer sets TF32 on a GPU
   o.out_dir = out;
   o.eval_every = vm["eval-every"].as<int64_t>();
+  o.eval_at_start = vm["eval-at-start"].as<bool>();
   o.eval_batch_size = vm["eval-batch-size"].as<int64_t>();
   o.checkpoint_every = vm["checkpoint-every"].as<int64_t>();
   o.keep_last = vm["keep-last"].as<int>();
@@ -519,7 +486,7 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   o.cuda_graph = lm::parse_cuda_graph_flag(vm["cuda-graph"].as<std::string>());
   run_info["threads"] = fmt::format("{}", threads);
   if (preset) run_info["model_preset"] = preset->name;
-  if (!llama2c_tokenizer.empty()) {
+  if (llama2c) {
     run_info["tokenizer_kind"] = "llama2c";
     run_info["tokenizer"] = (std::filesystem::path(out) / "tokenizer.bin").string();
   }
@@ -529,7 +496,7 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
         run_info[key] = resume_ck->extra.at(std::string("run.") + key);
   if (bpe) {
     run_info["tokenizer"] = (std::filesystem::path(out) / "tokenizer.json").string();
-    run_info["tokenizer_source"] = tokenizer_source;
+    run_info["tokenizer_source"] = tokenizer->source();
     run_info["tokenizer_fingerprint"] = data::tokenizer_fingerprint(*bpe);
   }
   // --sft: the examples, rendered with the chat template; an example longer than the context is refused (file:line).
@@ -589,10 +556,7 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
           : std::make_unique<lm::Trainer>(config, o, *train_src, val_src, comm);
   lm::Trainer& trainer = *trainer_holder;
   // Bits per byte of the validation text (lm/bits_per_byte.h), where the run knows its tokenizer.
-  if (!sft && bpe) trainer.set_token_byte_lengths(lm::token_byte_lengths(*bpe, size_t(config.vocab_size)));
-  if (!sft && !bpe && !llama2c_tokenizer.empty())
-    trainer.set_token_byte_lengths(
-        lm::token_byte_lengths(lm::Llama2cTokenizer(llama2c_tokenizer, llama2c_vocab), size_t(config.vocab_size)));
+  if (!sft && tokenizer) trainer.set_token_byte_lengths(tokenizer->byte_lengths(size_t(config.vocab_size)));
   if (init_ck) {
     trainer.init_from(*init_ck, init_from);
     fmt::print("initialised from {} (step {} of its run); optimizer, step and schedule start afresh\n", init_from,
@@ -604,9 +568,10 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   }
   if (rank0 && bpe && !std::filesystem::exists(std::filesystem::path(out) / "tokenizer.json"))
     data::save_hf_tokenizer_json(*bpe, (std::filesystem::path(out) / "tokenizer.json").string());
-  if (rank0 && init_ck && !llama2c_tokenizer.empty())  // the tuned model's tokenizer goes with it, as with an import
-    data::write_file_atomic((std::filesystem::path(out) / "tokenizer.bin").string(),
-                            data::read_whole_file(llama2c_tokenizer, "--init-from's tokenizer.bin"), "train");
+  // llama2.c's tokenizer goes with the model, as with an import (generate, eval and chat find it there).
+  const std::string run_tokenizer_bin = (std::filesystem::path(out) / "tokenizer.bin").string();
+  if (rank0 && llama2c && !std::filesystem::exists(run_tokenizer_bin))
+    data::write_file_atomic(run_tokenizer_bin, data::read_whole_file(tokenizer->source(), "the tokenizer.bin"), "train");
 
   const double flops = lm::flops_per_token(trainer.model().config);
   const Device device = o.device;
