@@ -28,12 +28,18 @@ std::string to_json_line(const MetricRecord& r) {
     j["val_perplexity"] = r.val_perplexity;
     j["val_tokens"] = r.val_tokens;
     if (r.val_bpb > 0) j["val_bpb"] = r.val_bpb;
+    if (!r.val_loss_by_group.empty()) {
+      nlohmann::ordered_json groups = nlohmann::ordered_json::object();
+      for (const auto& [group, loss] : r.val_loss_by_group) groups[group] = loss;
+      j["val_loss_by_group"] = groups;
+    }
   }
   return j.dump();  // non-finite numbers become null
 }
 
 MetricRecord from_json_line(const std::string& line) {
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  // ordered: val_loss_by_group keeps the order it was written in
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
   TG_CHECK(j.is_object() && j.contains("kind") && j.contains("step"), "not a metrics record: '{}'", line);
   auto count = [&](const char* key) { return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0; };
   // null is how to_json_line writes a non-finite number: it reads back as NaN (loss_svg leaves it out), not 0.
@@ -62,6 +68,10 @@ MetricRecord from_json_line(const std::string& line) {
   r.val_perplexity = num("val_perplexity");
   r.val_tokens = uint64_t(whole("val_tokens", 0, two64));
   r.val_bpb = num("val_bpb");
+  if (j.contains("val_loss_by_group") && j["val_loss_by_group"].is_object())
+    for (const auto& [group, loss] : j["val_loss_by_group"].items())
+      r.val_loss_by_group.emplace_back(group, loss.is_number() ? loss.get<double>()
+                                                               : std::numeric_limits<double>::quiet_NaN());
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tapegrad::lm {
@@ -24,6 +25,8 @@ struct MetricRecord {
   double val_loss = 0, val_perplexity = 0;
   uint64_t val_tokens = 0;
   double val_bpb = 0;    // bits per byte (0: not known; not written then)
+  // --sft with examples of several tasks: each group's held-out loss ("val_loss_by_group": {"task": loss}).
+  std::vector<std::pair<std::string, double>> val_loss_by_group;
 };
 
 std::string to_json_line(const MetricRecord& r);

@@ -41,7 +41,7 @@ size_t SftExample::answer_tokens() const {
   return size_t(std::count(trained.begin(), trained.end(), uint8_t(1)));
 }
 
-std::vector<ChatMessage> parse_sft_line(std::string_view line, const std::string& where) {
+std::vector<ChatMessage> parse_sft_line(std::string_view line, const std::string& where, std::string* group) {
   json j;
   try {
     j = json::parse(line.begin(), line.end());
@@ -56,6 +56,8 @@ std::vector<ChatMessage> parse_sft_line(std::string_view line, const std::string
            has_messages ? "both \"messages\" and \"prompt\"/\"completion\": give one form"
                         : "no \"messages\" (nor \"prompt\" and \"completion\")");
   std::vector<ChatMessage> out;
+  const bool has_task = j.contains("task");
+  if (group) *group = has_task ? string_field(j, "task", where) : std::string();
   if (has_prompt) {
     out.push_back({"user", string_field(j, "prompt", where)});
     out.push_back({"assistant", string_field(j, "completion", where)});
@@ -71,6 +73,7 @@ std::vector<ChatMessage> parse_sft_line(std::string_view line, const std::string
     ChatMessage msg{string_field(m, "role", at), string_field(m, "content", at)};
     TG_CHECK(msg.role == "system" || msg.role == "user" || msg.role == "assistant",
              "{}: unknown role \"{}\" (system, user or assistant)", at, msg.role);
+    if (group && !has_task && msg.role == "system" && group->empty()) *group = msg.content;
     out.push_back(std::move(msg));
   }
   return out;
@@ -117,7 +120,10 @@ std::vector<SftExample> parse_sft_jsonl(std::string_view text, const std::string
     ++line_no;
     if (blank(line)) continue;
     const std::string where = fmt::format("{}:{}", name, line_no);
-    out.push_back(encode_sft_example(parse_sft_line(line, where), codec, chat, where, max_ids));
+    std::string group;
+    const std::vector<ChatMessage> messages = parse_sft_line(line, where, &group);
+    out.push_back(encode_sft_example(messages, codec, chat, where, max_ids));
+    out.back().group = std::move(group);
   }
   TG_CHECK(!out.empty(), "{}: no examples (one JSON object per line: {{\"messages\": [...]}} or {{\"prompt\": ..., "
            "\"completion\": ...}})", name);
@@ -129,19 +135,43 @@ std::vector<SftExample> read_sft_jsonl(const std::string& path, TextCodec& codec
   return parse_sft_jsonl(data::read_whole_file(path, "--sft"), path, codec, chat, max_ids);
 }
 
-std::vector<SftExample> hold_out_examples(std::vector<SftExample>& all, double fraction) {
+namespace {
+
+// SplitMix64's finaliser: a bijection of 64-bit words that mixes every input bit into every output bit.
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::vector<SftExample> hold_out_examples(std::vector<SftExample>& all, double fraction, uint64_t seed) {
   TG_CHECK(std::isfinite(fraction) && fraction >= 0 && fraction < 1, "the held-out fraction {} must be in [0, 1)",
            fraction);
   const size_t n = all.size();
   size_t k = 0;
   if (fraction > 0 && n >= 2) k = std::clamp(size_t(std::llround(double(n) * fraction)), size_t(1), n - 1);
-  std::vector<SftExample> keep, held;
-  for (size_t i = 0; i < n; ++i) {
-    const bool out = (i + 1) * k / n > i * k / n;
-    (out ? held : keep).push_back(std::move(all[i]));
+  // Rank the examples by a seeded hash of their index; the k lowest are held out.
+  std::vector<std::pair<uint64_t, size_t>> rank(n);
+  for (size_t i = 0; i < n; ++i) rank[i] = {splitmix64(seed ^ splitmix64(uint64_t(i))), i};
+  std::vector<uint8_t> out(n, 0);
+  if (k > 0) {
+    std::nth_element(rank.begin(), rank.begin() + std::ptrdiff_t(k - 1), rank.end());
+    for (size_t j = 0; j < k; ++j) out[rank[j].second] = 1;
   }
+  std::vector<SftExample> keep, held;
+  for (size_t i = 0; i < n; ++i) (out[i] ? held : keep).push_back(std::move(all[i]));
   all = std::move(keep);
   return held;
+}
+
+std::vector<std::string> sft_groups(const std::vector<SftExample>& examples) {
+  std::vector<std::string> groups;
+  for (const SftExample& ex : examples)
+    if (std::find(groups.begin(), groups.end(), ex.group) == groups.end()) groups.push_back(ex.group);
+  return groups;
 }
 
 data::Batch sft_batch(const std::vector<SftExample>& examples, std::span<const size_t> which, uint32_t pad_id) {

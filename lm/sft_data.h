@@ -41,6 +41,7 @@ struct SftExample {
   std::vector<uint32_t> ids;     // the rendered conversation
   std::vector<uint8_t> trained;  // per id: 1 when it is a target (assistant content or its <|end|>)
   std::string where;             // "file:line", for messages
+  std::string group;             // what the held-out loss is reported by: the line's "task", else its system prompt
   // The loss targets of inputs ids[0 .. n−2]: ids[t+1] where trained[t+1], else kIgnoreIndex.
   std::vector<int64_t> targets() const;
   size_t answer_tokens() const;  // Σ trained
@@ -48,7 +49,9 @@ struct SftExample {
 
 // One JSONL line → its messages (prompt/completion become user/assistant). `where` ("file:line") starts
 // every error message. Does not check that there is an assistant message (encode_sft_example does).
-std::vector<ChatMessage> parse_sft_line(std::string_view line, const std::string& where);
+// `group` (when given) receives the example's group: the line's string field "task" when it has one, else the
+// content of its first system message, else "" (a "task" that is not a string is refused).
+std::vector<ChatMessage> parse_sft_line(std::string_view line, const std::string& where, std::string* group = nullptr);
 
 // Messages → the example (ids and mask, see above). Refused: no assistant message; more than `max_ids` ids
 // (context + 1; 0: no limit).
@@ -61,11 +64,16 @@ std::vector<SftExample> parse_sft_jsonl(std::string_view text, const std::string
 std::vector<SftExample> read_sft_jsonl(const std::string& path, TextCodec& codec, const ChatTemplate& chat,
                                        size_t max_ids = 0);
 
-// Moves k of the n examples, spread evenly over the file (example i when ⌊(i+1)·k/n⌋ > ⌊i·k/n⌋; the last one is
-// always among them), from `all` into the returned held-out set; `all` keeps the rest in order. k = round(n·f),
-// but at least 1 and at most n − 1 when f > 0 and n ≥ 2 (a small file still gets a validation example and keeps
-// a training one); 0 when f = 0 or n < 2. fraction in [0, 1).
-std::vector<SftExample> hold_out_examples(std::vector<SftExample>& all, double fraction);
+// Moves k of the n examples, a random subset drawn with `seed`, from `all` into the returned held-out set; both
+// keep the file's order. k = round(n·f), but at least 1 and at most n − 1 when f > 0 and n ≥ 2 (a small file still
+// gets a validation example and keeps a training one); 0 when f = 0 or n < 2. fraction in [0, 1).
+// The subset: the k examples of lowest rank r(i) = splitmix64(seed ⊕ splitmix64(i)) (ties by index) — the same
+// on every machine and standard library, so a resumed run (same file, same seed) holds out the same examples.
+// Random, not every 10th: a file written in blocks (all of one task, then the next) would alias with a stride.
+std::vector<SftExample> hold_out_examples(std::vector<SftExample>& all, double fraction, uint64_t seed);
+
+// The distinct groups of `examples` (SftExample::group) in order of first appearance.
+std::vector<std::string> sft_groups(const std::vector<SftExample>& examples);
 
 // The batch of examples `which` (indices into `examples`): inputs and targets [B, Tmax] int64, Tmax the longest
 // example's length − 1, right-padded (inputs with pad_id, targets with kIgnoreIndex).

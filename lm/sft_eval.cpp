@@ -35,4 +35,19 @@ EvalResult evaluate_sft(const nn::TransformerLM& model, const std::vector<SftExa
   return r;
 }
 
+std::vector<std::pair<std::string, EvalResult>> evaluate_sft_by_group(const nn::TransformerLM& model,
+                                                                      const std::vector<SftExample>& examples,
+                                                                      int64_t batch_size, uint32_t pad_id) {
+  std::vector<std::pair<std::string, EvalResult>> out;
+  const std::vector<std::string> groups = sft_groups(examples);
+  if (groups.size() < 2) return out;
+  for (const std::string& group : groups) {
+    std::vector<SftExample> members;
+    for (const SftExample& ex : examples)
+      if (ex.group == group) members.push_back(ex);
+    out.emplace_back(group, evaluate_sft(model, members, batch_size, pad_id));
+  }
+  return out;
+}
+
 }  // namespace tapegrad::lm

@@ -4,6 +4,8 @@
 // EvalResult.tokens is the number of answer tokens, .windows the number of examples.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "lm/evaluate.h"
@@ -15,5 +17,11 @@ namespace tapegrad::lm {
 // Throws tapegrad::Error when there is no example or batch_size is not positive.
 EvalResult evaluate_sft(const nn::TransformerLM& model, const std::vector<SftExample>& examples, int64_t batch_size,
                         uint32_t pad_id);
+
+// The same loss for each group of examples (SftExample::group: a "task" field or the system prompt), groups in
+// order of first appearance; empty when all examples are of one group (the overall loss says it all).
+std::vector<std::pair<std::string, EvalResult>> evaluate_sft_by_group(const nn::TransformerLM& model,
+                                                                      const std::vector<SftExample>& examples,
+                                                                      int64_t batch_size, uint32_t pad_id);
 
 }  // namespace tapegrad::lm

@@ -599,6 +599,11 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     EvalStats e;
     e.step = step_;
     e.result = evaluate();
+    if (sft_) {
+      nn::PrecisionGuard precision(options_.precision);
+      const int64_t b = options_.eval_batch_size > 0 ? options_.eval_batch_size : options_.batch_size;
+      e.groups = evaluate_sft_by_group(*model_, sft_->val, b, sft_->pad_id);
+    }
     e.seconds = seconds_since(t0);
     e.best = e.result.loss < best_val_;
     result.last_eval = e.result;
@@ -609,6 +614,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       r.step = step_, r.tokens = tokens_, r.wall_s = wall();
       r.val_loss = e.result.loss, r.val_perplexity = e.result.perplexity, r.val_tokens = e.result.tokens;
       r.val_bpb = e.result.bits_per_byte;
+      for (const auto& [group, result] : e.groups) r.val_loss_by_group.emplace_back(group, result.loss);
       metrics_->append(r);
       write_plot();
     }

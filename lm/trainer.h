@@ -135,6 +135,7 @@ struct StepStats {
 struct EvalStats {
   int64_t step = 0;
   EvalResult result;
+  std::vector<std::pair<std::string, EvalResult>> groups;  // --sft: per task (lm/sft_eval.h), when several
   bool best = false;             // lowest validation loss so far
   double seconds = 0;
 };

@@ -220,22 +220,69 @@ TEST_CASE("sft: a bad line is one error naming file:line and what is wrong", "[s
   CHECK_THROWS_WITH(lm::read_sft_jsonl(dir.file("nope.jsonl"), *codec, t), Catch::Contains("nope.jsonl"));
 }
 
-TEST_CASE("sft: held-out examples are spread evenly over the file, the rest keep their order", "[sft]") {
+TEST_CASE("sft: held-out examples are a seeded random subset, the same for the same seed, both sets in file order",
+          "[sft]") {
   const auto codec = byte_codec();
   const lm::ChatTemplate t = lm::ChatTemplate::appended(256);
-  std::vector<lm::SftExample> all;
-  for (int i = 0; i < 20; ++i)
-    all.push_back(lm::encode_sft_example({{"user", "q"}, {"assistant", std::string(1, char('a' + i))}}, *codec, t,
-                                         std::to_string(i)));
-  const std::vector<lm::SftExample> held = lm::hold_out_examples(all, 0.1);
-  REQUIRE(held.size() == 2);
-  CHECK(held[0].where == "9");
-  CHECK(held[1].where == "19");
-  REQUIRE(all.size() == 18);
-  CHECK(all[8].where == "8");
-  CHECK(all[9].where == "10");
-  CHECK(lm::hold_out_examples(all, 0).empty());
-  CHECK_THROWS_WITH(lm::hold_out_examples(all, 1.0), Catch::Contains("[0, 1)"));
+  // Examples that cycle through 10 tasks: taking every 10th example (the old rule) held out one task only.
+  auto examples = [&] {
+    std::vector<lm::SftExample> all;
+    for (int i = 0; i < 100; ++i) {
+      all.push_back(lm::encode_sft_example({{"user", "q"}, {"assistant", std::string(1, char('a' + i % 26))}}, *codec,
+                                           t, std::to_string(i)));
+      all.back().group = "task" + std::to_string(i % 10);
+    }
+    return all;
+  };
+  std::vector<lm::SftExample> all = examples();
+  const std::vector<lm::SftExample> held = lm::hold_out_examples(all, 0.1, 7);
+  REQUIRE(held.size() == 10);
+  REQUIRE(all.size() == 90);
+  CHECK(lm::sft_groups(held).size() >= 5);  // seed 7 draws 6 of the 10 tasks (not 1)
+  auto wheres = [](const std::vector<lm::SftExample>& v) {
+    std::vector<int> w;
+    for (const auto& ex : v) w.push_back(std::stoi(ex.where));
+    return w;
+  };
+  const auto held_at = wheres(held), kept = wheres(all);
+  CHECK(std::is_sorted(held_at.begin(), held_at.end()));
+  CHECK(std::is_sorted(kept.begin(), kept.end()));
+  // The same seed: the same subset (a resumed run); another seed: another subset.
+  std::vector<lm::SftExample> again = examples(), other = examples();
+  CHECK(wheres(lm::hold_out_examples(again, 0.1, 7)) == wheres(held));
+  CHECK(wheres(lm::hold_out_examples(other, 0.1, 8)) != wheres(held));
+  // Over many seeds, a block-written file (50 of one task, then 50 of another) gets both tasks held out almost
+  // always: P(all 10 from one block) = 2·C(50,10)/C(100,10) ≈ 0.1 %.
+  int mixed = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    std::vector<lm::SftExample> blocks = examples();
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i].group = i < 50 ? "first" : "second";
+    mixed += lm::sft_groups(lm::hold_out_examples(blocks, 0.1, seed)).size() == 2;
+  }
+  CHECK(mixed >= 195);
+  CHECK(lm::hold_out_examples(all, 0, 7).empty());
+  CHECK_THROWS_WITH(lm::hold_out_examples(all, 1.0, 7), Catch::Contains("[0, 1)"));
+}
+
+TEST_CASE("sft: an example's group is its \"task\" field, else its system prompt", "[sft]") {
+  const auto codec = byte_codec();
+  const lm::ChatTemplate t = lm::ChatTemplate::appended(256);
+  const std::string jsonl =
+      R"({"prompt": "a", "completion": "b", "task": "copy"})" "\n"
+      R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "a"},)"
+      R"( {"role": "assistant", "content": "b"}]})" "\n"
+      R"({"task": "upper", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "a"},)"
+      R"( {"role": "assistant", "content": "A"}]})" "\n"
+      R"({"prompt": "a", "completion": "b"})" "\n";
+  const std::vector<lm::SftExample> ex = lm::parse_sft_jsonl(jsonl, "g.jsonl", *codec, t);
+  REQUIRE(ex.size() == 4);
+  CHECK(ex[0].group == "copy");
+  CHECK(ex[1].group == "Be brief.");
+  CHECK(ex[2].group == "upper");
+  CHECK(ex[3].group.empty());
+  CHECK(lm::sft_groups(ex) == std::vector<std::string>{"copy", "Be brief.", "upper", ""});
+  CHECK_THROWS_WITH(lm::parse_sft_jsonl(R"({"prompt": "a", "completion": "b", "task": 3})", "g.jsonl", *codec, t),
+                    Catch::Contains("g.jsonl:1: \"task\" is a JSON number, not a string"));
 }
 
 TEST_CASE("sft: round(n·f) examples are held out, at least one and at most n - 1 when f > 0 and n >= 2", "[sft]") {
@@ -247,12 +294,11 @@ TEST_CASE("sft: round(n·f) examples are held out, at least one and at most n - 
       std::vector<lm::SftExample> all;
       for (size_t i = 0; i < n; ++i)
         all.push_back(lm::encode_sft_example({{"user", "q"}, {"assistant", "a"}}, *codec, t, std::to_string(i)));
-      const std::vector<lm::SftExample> held = lm::hold_out_examples(all, f);
+      const std::vector<lm::SftExample> held = lm::hold_out_examples(all, f, n);
       size_t expected = 0;
       if (f > 0 && n >= 2) expected = std::clamp(size_t(std::llround(double(n) * f)), size_t(1), n - 1);
       CHECK(held.size() == expected);
       CHECK(all.size() == n - expected);
-      if (!held.empty()) CHECK(held.back().where == std::to_string(n - 1));
       // Both sets keep the file's order.
       auto in_order = [](const std::vector<lm::SftExample>& v) {
         for (size_t i = 1; i < v.size(); ++i)
@@ -266,7 +312,7 @@ TEST_CASE("sft: round(n·f) examples are held out, at least one and at most n - 
   std::vector<lm::SftExample> five;
   for (int i = 0; i < 5; ++i)
     five.push_back(lm::encode_sft_example({{"user", "q"}, {"assistant", "a"}}, *codec, t, "x"));
-  CHECK(lm::hold_out_examples(five, 0.1).size() == 1);
+  CHECK(lm::hold_out_examples(five, 0.1, 3).size() == 1);
 }
 
 TEST_CASE("grow_vocabulary keeps the old rows and logits, new rows are the mean, tied and untied", "[sft]") {
@@ -344,7 +390,7 @@ TEST_CASE("sft: N steps + resume + M steps == N+M steps bit for bit (batches of 
   const auto codec = byte_codec();
   const lm::ChatTemplate t = lm::ChatTemplate::appended(256);
   std::vector<lm::SftExample> all = lm::parse_sft_jsonl(reverse_jsonl(), "rev", *codec, t, 17);
-  const std::vector<lm::SftExample> val = lm::hold_out_examples(all, 0.1);
+  const std::vector<lm::SftExample> val = lm::hold_out_examples(all, 0.1, 1);
   auto data = [&] { return lm::SftData{all, val, t.end_id}; };
   lm::TrainOptions o;
   o.batch_size = 4, o.steps = 6, o.lr = 3e-3, o.eval_every = 3, o.seed = 9;
@@ -402,7 +448,7 @@ TEST_CASE("sft: a micro model learns to reverse held-out strings exactly (>= 90 
   const auto codec = byte_codec();
   const lm::ChatTemplate t = lm::ChatTemplate::appended(256);
   std::vector<lm::SftExample> train = lm::parse_sft_jsonl(reverse_jsonl(), "reverse.jsonl", *codec, t, 17);
-  std::vector<lm::SftExample> held = lm::hold_out_examples(train, 0.1);
+  std::vector<lm::SftExample> held = lm::hold_out_examples(train, 0.1, 0);
   REQUIRE(held.size() == 63);
   lm::TrainOptions o;
   o.batch_size = 32, o.steps = 400, o.lr = 3e-3, o.min_lr = 3e-4, o.warmup_steps = 20, o.weight_decay = 0.0;

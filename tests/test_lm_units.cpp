@@ -220,6 +220,12 @@ TEST_CASE("metrics: to_json_line / from_json_line round-trip both kinds exactly,
   CHECK(el.find("\"loss\"") == std::string::npos);
   CHECK(el.find("\"val_perplexity\"") != std::string::npos);
   CHECK(same_record(lm::from_json_line(el), e));
+  // --sft with several tasks: each task's held-out loss, in order, back exactly.
+  e.val_loss_by_group = {{"fruit", 0.125 + 1e-13}, {"Be brief.", 2.5}};
+  const std::string gl = lm::to_json_line(e);
+  CHECK(gl.find("\"val_loss_by_group\":{\"fruit\":") != std::string::npos);
+  CHECK(lm::from_json_line(gl).val_loss_by_group == e.val_loss_by_group);
+  CHECK(lm::from_json_line(el).val_loss_by_group.empty());
 
   // Non-finite numbers are written as null and read back as non-finite (not as a loss of 0, which
   // loss_svg would then draw after a resume); absent fields of the other kind stay 0.

@@ -510,7 +510,13 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
       sft->val = lm::read_sft_jsonl(vm["sft-val"].as<std::string>(), *sft_codec, *chat, max_ids);
       run_info["sft_val"] = vm["sft-val"].as<std::string>();
     } else {
-      sft->val = lm::hold_out_examples(sft->train, vm["val-fraction"].as<double>());
+      // A seeded random subset (lm/sft_data.h), the same on --resume: the seed the run's first start recorded.
+      uint64_t val_seed = o.seed;
+      if (resume_ck && resume_ck->extra.count("run.sft_val_seed"))
+        val_seed = parse_number<uint64_t>(resume_ck->extra.at("run.sft_val_seed"),
+                                          fmt::format("checkpoint '{}': run.sft_val_seed", resume_from));
+      sft->val = lm::hold_out_examples(sft->train, vm["val-fraction"].as<double>(), val_seed);
+      run_info["sft_val_seed"] = fmt::format("{}", val_seed);
     }
     TG_CHECK(!sft->train.empty(), "--sft {}: every example is held out (lower --val-fraction)", path);
     sft->pad_id = chat->end_id;
@@ -521,6 +527,15 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
                path, sft->train.size(), answers, sft->val.size(), lm::kSystemToken, lm::kUserToken,
                lm::kAssistantToken, lm::kEndToken, chat->system_id, chat->user_id, chat->assistant_id, chat->end_id,
                chat->added_tokens ? fmt::format(" (appended to the tokenizer's {})", chat->tokenizer_vocab) : "");
+    if (const auto groups = lm::sft_groups(sft->val); groups.size() > 1) {  // the held-out loss is reported per task
+      std::string line = fmt::format("held-out examples by task ({} tasks):", groups.size());
+      for (const std::string& group : groups) {
+        const auto n = std::count_if(sft->val.begin(), sft->val.end(), [&](const auto& ex) { return ex.group == group; });
+        line += fmt::format(" {} {},", group.size() > 24 ? group.substr(0, 24) + "…" : group, n);
+      }
+      line.back() = '\n';
+      fmt::print("{}", line);
+    }
     run_info["sft"] = path;
     const std::string base_vocab =
         init_ck && init_ck->config.count("vocab_size") ? init_ck->config.at("vocab_size") : std::string();

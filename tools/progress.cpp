@@ -60,6 +60,14 @@ void ProgressLine::eval(const lm::EvalStats& e) {
   const std::string bpb = e.result.bytes ? fmt::format("  {:.4f} bits/byte", e.result.bits_per_byte) : "";
   message(fmt::format("eval @ step {}: val loss {:.4f}  perplexity {:.2f}{}  ({} tokens, {:.1f} s){}", e.step,
                       e.result.loss, e.result.perplexity, bpb, e.result.tokens, e.seconds, e.best ? "  best" : ""));
+  if (e.groups.empty()) return;
+  std::string line = "  held-out loss by task:";
+  for (const auto& [group, result] : e.groups) {
+    // A system prompt as a group's name can be long: its first 24 characters (bytes) are enough to tell them apart.
+    std::string name = group.empty() ? "(none)" : group.size() > 24 ? group.substr(0, 24) + "…" : group;
+    line += fmt::format("  {} {:.4f} ({})", name, result.loss, result.windows);
+  }
+  message(line);
 }
 
 void ProgressLine::message(const std::string& line) {
