@@ -62,14 +62,15 @@ uint64_t proc_kb_field(const char* file, std::string_view key) {
 }  // namespace
 
 MemoryEstimate estimate_training_memory(const nn::TransformerLMConfig& config, const TrainOptions& o,
-                                        uint64_t host_baseline_bytes, int threads) {
+                                        uint64_t host_baseline_bytes, int threads, int64_t sequence_length) {
   TG_CHECK(config.vocab_size > 0 && config.context_length > 0 && config.d_model > 0 && config.n_layers >= 0 &&
                config.n_heads > 0 && config.d_model % config.n_heads == 0,
            "memory estimate: the model config (vocab {}, context {}, d_model {}, heads {}, layers {}) is not valid",
            config.vocab_size, config.context_length, config.d_model, config.n_heads, config.n_layers);
   TG_CHECK(o.batch_size > 0 && o.grad_accum > 0, "memory estimate: --batch-size {} and --grad-accum {} must be positive",
            o.batch_size, o.grad_accum);
-  const int64_t V = config.vocab_size, T = config.context_length, C = config.d_model, L = config.n_layers;
+  const int64_t V = config.vocab_size, C = config.d_model, L = config.n_layers;
+  const int64_t T = sequence_length > 0 ? std::min(sequence_length, config.context_length) : config.context_length;
   const int64_t H = config.n_heads, Hkv = config.n_kv_heads > 0 ? config.n_kv_heads : H, D = C / H;
   const int64_t F = config.d_ff > 0 ? config.d_ff : nn::default_d_ff(config.ffn, C);
   const int64_t ffn_matrices = config.ffn == nn::FFNKind::ReLU2 ? 2 : 3;  // w1, w2 (, w3)
@@ -137,6 +138,7 @@ MemoryEstimate estimate_training_memory(const nn::TransformerLMConfig& config, c
   e.activations_after_blocks = head_acts.cpu;
   e.batch_size = B;
   e.context_length = T;
+  e.rows_shorter_than_context = T < config.context_length;
   e.grad_accum = o.grad_accum;
   e.n_layers = L;
   e.dtype = config.dtype;
@@ -204,8 +206,9 @@ std::string format_memory_table(const MemoryEstimate& e, Device run_device,
                                 const std::optional<MemoryCapacity>& capacity) {
   const bool on_gpu = run_device.type == DeviceType::CUDA;
   std::string out = fmt::format(
-      "memory estimate: batch {} × context {} = {} tokens per micro-batch, grad_accum {}, {}\n", e.batch_size,
-      e.context_length, e.tokens_per_micro_batch, e.grad_accum, e.dtype);
+      "memory estimate: batch {} × {} {} = {} tokens per micro-batch, grad_accum {}, {}\n", e.batch_size,
+      e.rows_shorter_than_context ? "the longest example" : "context", e.context_length, e.tokens_per_micro_batch,
+      e.grad_accum, e.dtype);
   out += fmt::format("  {:<58} {:>10} {:>10}\n", "", on_gpu ? "cpu" : "cpu (run)", on_gpu ? "cuda (run)" : "cuda");
   auto row = [&](const std::string& what, uint64_t cpu, uint64_t gpu) {
     out += fmt::format("  {:<58} {:>10} {:>10}\n", what, format_bytes(cpu), format_bytes(gpu));

@@ -48,7 +48,8 @@ struct MemoryEstimate {
   uint64_t activations_per_block = 0;        // bytes (CPU rounding), for the table's detail line
   uint64_t activations_after_blocks = 0;     // ln_final, logits, lse, ids, targets
   MemoryColumn cpu, gpu;
-  int64_t batch_size = 0, context_length = 0, grad_accum = 1, n_layers = 0;
+  int64_t batch_size = 0, context_length = 0, grad_accum = 1, n_layers = 0;  // context_length: the rows' length
+  bool rows_shorter_than_context = false;  // --sft: rows as long as the longest example
   DType dtype = kFloat32;
 };
 
@@ -56,8 +57,10 @@ struct MemoryEstimate {
 // may leave n_kv_heads and d_ff at 0 (their defaults are applied). `host_baseline_bytes` is the CPU column's
 // fixed overhead: the process as it is before the model exists (runtime, libraries, the tokenized data);
 // process_rss_bytes() measures it. The CPU column adds OpenBLAS's per-thread work buffers for `threads`.
+// `sequence_length` (0: the context length) is the longest row a batch holds: --sft pads each batch to its longest
+// example, so the run's peak is that of its longest example, not of the context.
 MemoryEstimate estimate_training_memory(const nn::TransformerLMConfig& config, const TrainOptions& options,
-                                        uint64_t host_baseline_bytes, int threads = 1);
+                                        uint64_t host_baseline_bytes, int threads = 1, int64_t sequence_length = 0);
 
 // This process's resident memory now (VmRSS) and its peak so far (VmHWM), from /proc/self/status (0 when
 // that cannot be read).

@@ -174,9 +174,17 @@ std::vector<std::string> sft_groups(const std::vector<SftExample>& examples) {
   return groups;
 }
 
-data::Batch sft_batch(const std::vector<SftExample>& examples, std::span<const size_t> which, uint32_t pad_id) {
-  TG_CHECK(!which.empty(), "sft_batch: no examples");
+size_t longest_sft_row(std::initializer_list<const std::vector<SftExample>*> sets) {
   size_t longest = 0;
+  for (const auto* set : sets)
+    for (const SftExample& ex : *set) longest = std::max(longest, ex.ids.size() > 0 ? ex.ids.size() - 1 : 0);
+  return longest;
+}
+
+data::Batch sft_batch(const std::vector<SftExample>& examples, std::span<const size_t> which, uint32_t pad_id,
+                      size_t row_length) {
+  TG_CHECK(!which.empty(), "sft_batch: no examples");
+  size_t longest = row_length;
   for (size_t i : which) {
     TG_CHECK(i < examples.size(), "sft_batch: example {} of {}", i, examples.size());
     TG_CHECK(examples[i].ids.size() >= 2, "{}: an example needs at least 2 tokens", examples[i].where);

@@ -18,12 +18,13 @@
 // Length: an example of more than context + 1 ids (its inputs would not fit the model's context) is refused
 // with its file:line — never truncated, which would silently train on a cut answer.
 //
-// Batches: examples padded on the right to the longest one of the batch (inputs padded with `pad_id`, targets
+// Batches: examples padded on the right to the longest one (of the data, in the Trainer; see sft_batch) (inputs padded with `pad_id`, targets
 // with −100). Attention is causal, so a real token never attends to the pads after it, and the pads' own
 // outputs are ignored by the loss: no attention mask is needed. (Packing several examples into one window
 // would need a block-diagonal mask, which the fused attention does not have.)
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
@@ -76,7 +77,14 @@ std::vector<SftExample> hold_out_examples(std::vector<SftExample>& all, double f
 std::vector<std::string> sft_groups(const std::vector<SftExample>& examples);
 
 // The batch of examples `which` (indices into `examples`): inputs and targets [B, Tmax] int64, Tmax the longest
-// example's length − 1, right-padded (inputs with pad_id, targets with kIgnoreIndex).
-data::Batch sft_batch(const std::vector<SftExample>& examples, std::span<const size_t> which, uint32_t pad_id);
+// example's length − 1 or `row_length` if that is longer, right-padded (inputs with pad_id, targets with
+// kIgnoreIndex). The Trainer pads every batch to the longest example of the whole data (SftData::row_length): one
+// shape for the run, so the CPU allocator reuses one set of blocks and the memory estimate holds (batches padded
+// each to its own longest grew the process step after step, a new set of cached blocks per shape).
+data::Batch sft_batch(const std::vector<SftExample>& examples, std::span<const size_t> which, uint32_t pad_id,
+                      size_t row_length = 0);
+
+// The longest example of `sets` less its last id: the row length of SftData (0 when there is none).
+size_t longest_sft_row(std::initializer_list<const std::vector<SftExample>*> sets);
 
 }  // namespace tapegrad::lm

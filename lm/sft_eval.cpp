@@ -10,7 +10,7 @@
 namespace tapegrad::lm {
 
 EvalResult evaluate_sft(const nn::TransformerLM& model, const std::vector<SftExample>& examples, int64_t batch_size,
-                        uint32_t pad_id) {
+                        uint32_t pad_id, size_t row_length) {
   TG_CHECK(!examples.empty(), "evaluate: no held-out examples");
   TG_CHECK(batch_size > 0, "evaluate: batch size must be positive, got {}", batch_size);
   NoGradGuard no_grad;
@@ -21,7 +21,7 @@ EvalResult evaluate_sft(const nn::TransformerLM& model, const std::vector<SftExa
   for (size_t start = 0; start < examples.size(); start += size_t(batch_size)) {
     which.resize(std::min(size_t(batch_size), examples.size() - start));
     std::iota(which.begin(), which.end(), start);
-    const data::Batch b = sft_batch(examples, which, pad_id);
+    const data::Batch b = sft_batch(examples, which, pad_id, row_length);
     uint64_t n = 0;
     for (size_t i : which) n += examples[i].answer_tokens();
     total += nn::cross_entropy(model.forward(b.inputs.to(device)), b.targets.to(device)).item<double>() * double(n);
@@ -37,7 +37,8 @@ EvalResult evaluate_sft(const nn::TransformerLM& model, const std::vector<SftExa
 
 std::vector<std::pair<std::string, EvalResult>> evaluate_sft_by_group(const nn::TransformerLM& model,
                                                                       const std::vector<SftExample>& examples,
-                                                                      int64_t batch_size, uint32_t pad_id) {
+                                                                      int64_t batch_size, uint32_t pad_id,
+                                                                      size_t row_length) {
   std::vector<std::pair<std::string, EvalResult>> out;
   const std::vector<std::string> groups = sft_groups(examples);
   if (groups.size() < 2) return out;
@@ -45,7 +46,7 @@ std::vector<std::pair<std::string, EvalResult>> evaluate_sft_by_group(const nn::
     std::vector<SftExample> members;
     for (const SftExample& ex : examples)
       if (ex.group == group) members.push_back(ex);
-    out.emplace_back(group, evaluate_sft(model, members, batch_size, pad_id));
+    out.emplace_back(group, evaluate_sft(model, members, batch_size, pad_id, row_length));
   }
   return out;
 }

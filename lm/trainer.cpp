@@ -203,6 +203,9 @@ Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, Sf
            "--cuda-graph on: --sft pads each batch to its longest example, so the step's shapes change from step to "
            "step and cannot be replayed; use --cuda-graph off");
   TG_CHECK(!sft_->train.empty(), "--sft: there are no training examples");
+  sft_->row_length = std::max(sft_->row_length, longest_sft_row({&sft_->train, &sft_->val}));
+  TG_CHECK(int64_t(sft_->row_length) <= config.context_length, "--sft: rows of {} positions exceed the context {}",
+           sft_->row_length, config.context_length);
   TG_CHECK(int64_t(sft_->pad_id) < config.vocab_size, "the padding id {} is outside the model's vocabulary of {}",
            sft_->pad_id, config.vocab_size);
   for (const auto* set : {&sft_->train, &sft_->val})
@@ -525,7 +528,7 @@ data::Batch Trainer::next_sft_batch(uint64_t& tokens) {
     i = size_t(data_gen_.below(sft_->train.size()));
     tokens += sft_->train[i].ids.size() - 1;
   }
-  return sft_batch(sft_->train, which, sft_->pad_id);
+  return sft_batch(sft_->train, which, sft_->pad_id, sft_->row_length);
 }
 
 EvalResult Trainer::evaluate() const {
@@ -533,7 +536,7 @@ EvalResult Trainer::evaluate() const {
   const int64_t b = options_.eval_batch_size > 0 ? options_.eval_batch_size : options_.batch_size;
   if (sft_) {
     TG_CHECK(!sft_->val.empty(), "evaluate: this trainer has no held-out examples");
-    return evaluate_sft(*model_, sft_->val, b, sft_->pad_id);
+    return evaluate_sft(*model_, sft_->val, b, sft_->pad_id, sft_->row_length);
   }
   TG_CHECK(val_.has_value(), "evaluate: this trainer has no validation data");
   return lm::evaluate(*model_, *val_, b, 0, token_bytes_.empty() ? nullptr : &token_bytes_);
@@ -602,7 +605,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     if (sft_) {
       nn::PrecisionGuard precision(options_.precision);
       const int64_t b = options_.eval_batch_size > 0 ? options_.eval_batch_size : options_.batch_size;
-      e.groups = evaluate_sft_by_group(*model_, sft_->val, b, sft_->pad_id);
+      e.groups = evaluate_sft_by_group(*model_, sft_->val, b, sft_->pad_id, sft_->row_length);
     }
     e.seconds = seconds_since(t0);
     e.best = e.result.loss < best_val_;

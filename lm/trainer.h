@@ -121,6 +121,7 @@ struct SftData {
   std::vector<SftExample> train;  // drawn from at random
   std::vector<SftExample> val;    // held out (may be empty: then no evaluation)
   uint32_t pad_id = 0;            // fills the inputs after an example's end (any id: never attended to, never a target)
+  size_t row_length = 0;          // every batch padded to this (0: the Trainer sets the longest example's, lm/sft_data.h)
 };
 
 struct StepStats {

@@ -115,7 +115,7 @@ void save_checkpoint(const std::string& path, const TensorMap& model_state, cons
     tensors.emplace("model." + name, t);
     dtypes.insert(dtype_name(t.dtype()));
   }
-  for (const auto& [name, t] : optimizer.state()) tensors.emplace("optim." + name, t);
+  for (const auto& [name, t] : optimizer.state_view()) tensors.emplace("optim." + name, t);  // written, not copied
 
   std::map<std::string, std::string> meta;
   meta["format"] = kCheckpointFormat;

@@ -61,10 +61,10 @@ std::map<std::string, double> CombinedOptimizer::fixed_hyperparameters() const {
   return out;
 }
 
-StateList CombinedOptimizer::state() const {
+StateList CombinedOptimizer::state_view() const {
   StateList out;
   for (size_t k = 0; k < parts_.size(); ++k)
-    for (auto& [name, t] : parts_[k]->state()) {
+    for (auto& [name, t] : parts_[k]->state_view()) {
       size_t i = 0;
       std::string buffer;
       TG_CHECK(split_state_name(name, i, buffer), "{}: part {} returned a state name '{}'", kind(), k, name);

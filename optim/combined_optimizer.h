@@ -26,14 +26,14 @@ class CombinedOptimizer final : public Optimizer {
 
   void step() override;
   std::map<std::string, double> fixed_hyperparameters() const override;
-  StateList state() const override;
+  StateList state_view() const override;
   void load_state(const StateList& state) override;
 
   size_t num_parts() const { return parts_.size(); }
   const Optimizer& part(size_t i) const { return *parts_.at(i); }
 
  protected:
-  // Unused: state() and load_state() go to the parts, which check their own buffers.
+  // Unused: state_view() and load_state() go to the parts, which check their own buffers.
   std::vector<std::string> state_buffers() const override { return {}; }
   void validate_state(size_t, const Tensor&, const std::map<std::string, Tensor>&) const override {}
 

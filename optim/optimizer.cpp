@@ -143,15 +143,21 @@ void Optimizer::check_grad(size_t i, const Tensor& p, const Tensor& grad) const 
            grad.dtype(), grad.device(), p.shape(), p.dtype(), p.device());
 }
 
-StateList Optimizer::state() const {
+StateList Optimizer::state_view() const {
   StateList out;
   const std::vector<std::string> buffers = state_buffers();
   for (size_t i = 0; i < state_.size(); ++i) {
     for (const std::string& b : buffers) {
       auto it = state_[i].find(b);
-      if (it != state_[i].end()) out.emplace_back(fmt::format("{}.{}", i, b), it->second.clone());
+      if (it != state_[i].end()) out.emplace_back(fmt::format("{}.{}", i, b), it->second);
     }
   }
+  return out;
+}
+
+StateList Optimizer::state() const {
+  StateList out = state_view();
+  for (auto& [name, t] : out) t = t.clone();
   return out;
 }
 

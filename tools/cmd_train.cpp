@@ -527,6 +527,13 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
                path, sft->train.size(), answers, sft->val.size(), lm::kSystemToken, lm::kUserToken,
                lm::kAssistantToken, lm::kEndToken, chat->system_id, chat->user_id, chat->assistant_id, chat->end_id,
                chat->added_tokens ? fmt::format(" (appended to the tokenizer's {})", chat->tokenizer_vocab) : "");
+    {  // one batch shape for the run (lm/sft_data.h): how much of it the examples fill
+      const size_t row = lm::longest_sft_row({&sft->train, &sft->val});
+      double filled = 0;
+      for (const lm::SftExample& ex : sft->train) filled += double(ex.ids.size() - 1) / double(row);
+      fmt::print("sft batches: every row padded to {} positions (the longest example); the examples fill {:.0f} % of "
+                 "them on average\n", row, 100 * filled / double(sft->train.size()));
+    }
     if (const auto groups = lm::sft_groups(sft->val); groups.size() > 1) {  // the held-out loss is reported per task
       std::string line = fmt::format("held-out examples by task ({} tasks):", groups.size());
       for (const std::string& group : groups) {
@@ -551,7 +558,12 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   {
     lm::TrainOptions per_rank = o;  // each rank of a distributed run holds its slice of the batch
     if (comm) per_rank.batch_size = std::max<int64_t>(1, o.batch_size / comm->world_size());
-    const lm::MemoryEstimate memory = lm::estimate_training_memory(config, per_rank, lm::process_rss_bytes(), threads);
+    int64_t longest_row = 0;  // --sft: a batch is as long as its longest example (less the last id)
+    if (sft)
+      for (const auto* set : {&sft->train, &sft->val})
+        for (const lm::SftExample& ex : *set) longest_row = std::max(longest_row, int64_t(ex.ids.size()) - 1);
+    const lm::MemoryEstimate memory =
+        lm::estimate_training_memory(config, per_rank, lm::process_rss_bytes(), threads, longest_row);
     const auto capacity = lm::memory_capacity(o.device);
     fmt::print("{}", lm::format_memory_table(memory, o.device, capacity));
     if (vm["dry-run"].as<bool>()) {
