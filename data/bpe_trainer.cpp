@@ -116,7 +116,7 @@ bool contains_pair(const std::vector<uint32_t>& s, uint32_t a, uint32_t b) {
 BpeModel base_model(const BpeTrainOptions& options) {
   const size_t base = options.special_tokens.size() + 256;
   TG_CHECK(options.vocab_size >= base,
-           "train_bpe: vocab_size {} is smaller than {} special tokens + 256 byte tokens", options.vocab_size,
+           "BPE training: vocab_size {} is smaller than {} special tokens + 256 byte tokens", options.vocab_size,
            options.special_tokens.size());
   BpeModel model;
   model.special_tokens = options.special_tokens;
@@ -152,7 +152,7 @@ BpeModel train_on_counts(BpeModel model, const PretokenCounts& pretokens, const 
   while (model.merges.size() < wanted_merges) {
     PairKey pair;
     TG_CHECK(stats.best(pair),
-             "train_bpe: only {} merges are possible on this text but vocab_size {} asks for {} (no adjacent pair "
+             "BPE training: only {} merges are possible on this text but vocab_size {} asks for {} (no adjacent pair "
              "is left)",
              model.merges.size(), options.vocab_size, wanted_merges);
     const uint32_t a = pair_left(pair), b = pair_right(pair);
@@ -181,7 +181,7 @@ BpeModel train_on_counts(BpeModel model, const PretokenCounts& pretokens, const 
 BpeModel train_bpe(std::string_view text, const BpeTrainOptions& options) {
   BpeModel model = base_model(options);
   if (options.vocab_size == model.vocab.size()) return model;
-  TG_CHECK(!text.empty(), "train_bpe: the training text is empty, so none of the {} requested merges is possible",
+  TG_CHECK(!text.empty(), "BPE training: the training text is empty, so none of the {} requested merges is possible",
            options.vocab_size - model.vocab.size());
   return train_on_counts(std::move(model), count_pretokens(text, options.special_tokens, options.num_threads), options);
 }
@@ -199,7 +199,7 @@ BpeModel train_bpe_files(const std::vector<std::string>& paths, const BpeTrainOp
   const PretokenCounts counts =
       count_pretokens_in_files(paths, options.special_tokens, options.num_threads, options.file_block_bytes);
   if (options.vocab_size == model.vocab.size()) return model;
-  TG_CHECK(error || bytes > 0, "train_bpe_file: {} {} empty, so none of the {} requested merges is possible",
+  TG_CHECK(error || bytes > 0, "BPE training: {} {} empty, so none of the {} requested merges is possible",
            fmt::join(paths, " + "), paths.size() == 1 ? "is" : "are", options.vocab_size - model.vocab.size());
   return train_on_counts(std::move(model), counts, options);
 }

@@ -17,24 +17,24 @@ namespace {
 
 // {"byte-unicode token": id, ...} -> id -> bytes.
 std::vector<std::string> parse_vocab_object(const nlohmann::json& json, const std::string& path) {
-  TG_CHECK(json.is_object(), "load_gpt2_files: {}: expected a JSON object of token -> id", path);
+  TG_CHECK(json.is_object(), "tokenizer {}: expected a JSON object of token -> id", path);
   const size_t n = json.size();
   std::vector<std::string> vocab(n);
   std::vector<bool> seen(n, false);
   for (const auto& [key, value] : json.items()) {
-    TG_CHECK(value.is_number_integer(), "load_gpt2_files: {}: token \"{}\": id is not an integer", path, key);
+    TG_CHECK(value.is_number_integer(), "tokenizer {}: token \"{}\": id is not an integer", path, key);
     const auto id = value.get<int64_t>();
-    TG_CHECK(id >= 0 && size_t(id) < n, "load_gpt2_files: {}: token \"{}\": id {} outside 0..{}", path, key, id,
+    TG_CHECK(id >= 0 && size_t(id) < n, "tokenizer {}: token \"{}\": id {} outside 0..{}", path, key, id,
              n - 1);
-    TG_CHECK(!seen[id], "load_gpt2_files: {}: id {} is used twice", path, id);
+    TG_CHECK(!seen[id], "tokenizer {}: id {} is used twice", path, id);
     seen[id] = true;
-    vocab[id] = gpt2_unicode_to_bytes(key, fmt::format("load_gpt2_files: {}: token \"{}\"", path, key));
+    vocab[id] = gpt2_unicode_to_bytes(key, fmt::format("tokenizer {}: token \"{}\"", path, key));
   }
   return vocab;
 }
 
 std::vector<std::string> parse_vocab_json(const std::string& path) {
-  return parse_vocab_object(read_json_file(path, "load_gpt2_files"), path);
+  return parse_vocab_object(read_json_file(path, "tokenizer"), path);
 }
 
 }  // namespace
@@ -45,7 +45,7 @@ BpeModel load_gpt2_files(const std::string& vocab_json_path, const std::string& 
   model.vocab = parse_vocab_json(vocab_json_path);
   std::unordered_set<std::string_view> known(model.vocab.begin(), model.vocab.end());
   for (const std::string& special : special_tokens)
-    TG_CHECK(known.count(special), "load_gpt2_files: special token \"{}\" is not in {}", special, vocab_json_path);
+    TG_CHECK(known.count(special), "tokenizer: special token \"{}\" is not in {}", special, vocab_json_path);
   model.special_tokens = special_tokens;
 
   const std::string text = read_whole_file(merges_txt_path, "load_gpt2_files");
@@ -60,9 +60,9 @@ BpeModel load_gpt2_files(const std::string& vocab_json_path, const std::string& 
     const size_t space = line.find(' ');
     TG_CHECK(space != std::string::npos && space > 0 && space + 1 < line.size() &&
                  line.find(' ', space + 1) == std::string::npos,
-             "load_gpt2_files: {} line {}: expected two tokens separated by one space, got \"{}\"", merges_txt_path,
+             "tokenizer {} line {}: expected two tokens separated by one space, got \"{}\"", merges_txt_path,
              line_number, line);
-    const std::string where = fmt::format("load_gpt2_files: {} line {}", merges_txt_path, line_number);
+    const std::string where = fmt::format("tokenizer {} line {}", merges_txt_path, line_number);
     std::string left = gpt2_unicode_to_bytes(std::string_view(line).substr(0, space), where);
     std::string right = gpt2_unicode_to_bytes(std::string_view(line).substr(space + 1), where);
     TG_CHECK(known.count(left) && known.count(right) && known.count(left + right),
@@ -77,7 +77,7 @@ void save_gpt2_files(const BpeModel& model, const std::string& vocab_json_path, 
   nlohmann::ordered_json json = nlohmann::ordered_json::object();
   for (size_t id = 0; id < model.vocab.size(); ++id) {
     const std::string key = bytes_to_gpt2_unicode(model.vocab[id]);
-    TG_CHECK(!json.contains(key), "save_gpt2_files: ids {} and {} have the same bytes; vocab.json cannot hold both",
+    TG_CHECK(!json.contains(key), "writing vocab.json: ids {} and {} have the same bytes; vocab.json cannot hold both",
              json[key].get<size_t>(), id);
     json[key] = id;
   }

@@ -18,7 +18,7 @@ namespace {
 
 // One merges entry of tokenizer.json: "left right" or ["left", "right"].
 std::pair<std::string, std::string> parse_merge(const nlohmann::json& entry, const std::string& path, size_t index) {
-  const std::string where = fmt::format("load_hf_tokenizer_json: {}: model.merges[{}]", path, index);
+  const std::string where = fmt::format("tokenizer {}: model.merges[{}]", path, index);
   std::string left, right;
   if (entry.is_string()) {
     const std::string line = entry.get<std::string>();
@@ -38,7 +38,7 @@ std::pair<std::string, std::string> parse_merge(const nlohmann::json& entry, con
 // id -> bytes from model.vocab (byte-unicode keys) and the added tokens (raw text, which wins for its id).
 std::vector<std::string> parse_vocab(const nlohmann::json& vocab_json, const std::unordered_map<uint64_t, std::string>& added,
                                      const std::string& path) {
-  TG_CHECK(vocab_json.is_object(), "load_hf_tokenizer_json: {}: model.vocab is not an object", path);
+  TG_CHECK(vocab_json.is_object(), "tokenizer {}: model.vocab is not an object", path);
   size_t n = vocab_json.size();
   {  // added tokens whose id model.vocab does not use extend the vocabulary
     std::unordered_set<uint64_t> vocab_ids;
@@ -49,28 +49,28 @@ std::vector<std::string> parse_vocab(const nlohmann::json& vocab_json, const std
   std::vector<std::string> vocab(n);
   std::vector<bool> filled(n, false);
   for (const auto& [key, value] : vocab_json.items()) {
-    TG_CHECK(value.is_number_integer(), "load_hf_tokenizer_json: {}: model.vocab \"{}\": id is not an integer", path,
+    TG_CHECK(value.is_number_integer(), "tokenizer {}: model.vocab \"{}\": id is not an integer", path,
              key);
     const auto id = value.get<int64_t>();
-    TG_CHECK(id >= 0 && size_t(id) < n, "load_hf_tokenizer_json: {}: model.vocab \"{}\": id {} outside 0..{}", path,
+    TG_CHECK(id >= 0 && size_t(id) < n, "tokenizer {}: model.vocab \"{}\": id {} outside 0..{}", path,
              key, id, n - 1);
-    TG_CHECK(!filled[id], "load_hf_tokenizer_json: {}: id {} is used twice", path, id);
+    TG_CHECK(!filled[id], "tokenizer {}: id {} is used twice", path, id);
     filled[id] = true;
     if (const auto it = added.find(uint64_t(id)); it != added.end()) {
       TG_CHECK(key == it->second || key == bytes_to_gpt2_unicode(it->second),
-               "load_hf_tokenizer_json: {}: added token \"{}\" has id {}, which model.vocab gives to \"{}\"", path,
+               "tokenizer {}: added token \"{}\" has id {}, which model.vocab gives to \"{}\"", path,
                it->second, id, key);
       vocab[id] = it->second;
     } else {
-      vocab[id] = gpt2_unicode_to_bytes(key, fmt::format("load_hf_tokenizer_json: {}: model.vocab \"{}\"", path, key));
+      vocab[id] = gpt2_unicode_to_bytes(key, fmt::format("tokenizer {}: model.vocab \"{}\"", path, key));
     }
   }
   for (const auto& [id, content] : added) {
-    TG_CHECK(id < n, "load_hf_tokenizer_json: {}: added token \"{}\" has id {} outside 0..{}", path, content, id, n - 1);
+    TG_CHECK(id < n, "tokenizer {}: added token \"{}\" has id {} outside 0..{}", path, content, id, n - 1);
     vocab[id] = content;
     filled[id] = true;
   }
-  for (size_t id = 0; id < n; ++id) TG_CHECK(filled[id], "load_hf_tokenizer_json: {}: no token has id {}", path, id);
+  for (size_t id = 0; id < n; ++id) TG_CHECK(filled[id], "tokenizer {}: no token has id {}", path, id);
   return vocab;
 }
 
@@ -81,16 +81,16 @@ nlohmann::ordered_json byte_level(bool trim_offsets) {
 }  // namespace
 
 BpeModel load_hf_tokenizer_json(const std::string& path) {
-  const nlohmann::json json = read_json_file(path, "load_hf_tokenizer_json");
+  const nlohmann::json json = read_json_file(path, "tokenizer");
   TG_CHECK(json.is_object() && json.contains("model") && json["model"].is_object(),
-           "load_hf_tokenizer_json: {}: no \"model\" object", path);
+           "tokenizer {}: no \"model\" object", path);
   const nlohmann::json& model_json = json["model"];
   TG_CHECK(!model_json.contains("type") || model_json["type"] == "BPE",  // (a non-string type is no "BPE" either)
-           "load_hf_tokenizer_json: {}: model.type is {}, not BPE", path, model_json.value("type", nlohmann::json()).dump());
+           "tokenizer {}: model.type is {}, not BPE", path, model_json.value("type", nlohmann::json()).dump());
   TG_CHECK(model_json.contains("vocab") && model_json.contains("merges") && model_json["merges"].is_array(),
-           "load_hf_tokenizer_json: {}: model needs \"vocab\" and a \"merges\" array", path);
+           "tokenizer {}: model needs \"vocab\" and a \"merges\" array", path);
   const nlohmann::json added_json = json.value("added_tokens", nlohmann::json::array());
-  TG_CHECK(added_json.is_array(), "load_hf_tokenizer_json: {}: added_tokens is not an array", path);
+  TG_CHECK(added_json.is_array(), "tokenizer {}: added_tokens is not an array", path);
 
   std::unordered_map<uint64_t, std::string> added;  // id -> raw text
   BpeModel model;
@@ -98,15 +98,15 @@ BpeModel load_hf_tokenizer_json(const std::string& path) {
     const nlohmann::json& t = added_json[i];
     TG_CHECK(t.is_object() && t.contains("id") && t["id"].is_number_unsigned() && t.contains("content") &&
                  t["content"].is_string() && !t["content"].get<std::string>().empty(),
-             "load_hf_tokenizer_json: {}: added_tokens[{}] needs an unsigned \"id\" and a non-empty \"content\"", path,
+             "tokenizer {}: added_tokens[{}] needs an unsigned \"id\" and a non-empty \"content\"", path,
              i);
     const auto id = t["id"].get<uint64_t>();
     const auto content = t["content"].get<std::string>();
     const auto [it, inserted] = added.emplace(id, content);
-    TG_CHECK(inserted || it->second == content, "load_hf_tokenizer_json: {}: added_tokens[{}]: id {} is also \"{}\"",
+    TG_CHECK(inserted || it->second == content, "tokenizer {}: added_tokens[{}]: id {} is also \"{}\"",
              path, i, id, it->second);
     TG_CHECK(!t.contains("special") || t["special"].is_boolean(),
-             "load_hf_tokenizer_json: {}: added_tokens[{}]: \"special\" is {}, not true or false", path, i, t["special"].dump());
+             "tokenizer {}: added_tokens[{}]: \"special\" is {}, not true or false", path, i, t["special"].dump());
     if (t.value("special", false)) model.special_tokens.push_back(content);
   }
   model.vocab = parse_vocab(model_json["vocab"], added, path);
@@ -116,7 +116,7 @@ BpeModel load_hf_tokenizer_json(const std::string& path) {
   for (size_t i = 0; i < merges.size(); ++i) {
     auto merge = parse_merge(merges[i], path, i);
     TG_CHECK(known.count(merge.first) && known.count(merge.second) && known.count(merge.first + merge.second),
-             "load_hf_tokenizer_json: {}: model.merges[{}] names a token that is not in the vocabulary", path, i);
+             "tokenizer {}: model.merges[{}] names a token that is not in the vocabulary", path, i);
     model.merges.push_back(std::move(merge));
   }
   return model;
@@ -128,10 +128,10 @@ void save_hf_tokenizer_json(const BpeModel& model, const std::string& path) {
   std::unordered_map<std::string_view, size_t> special_ids;
   for (const std::string& special : model.special_tokens) {
     TG_CHECK(!special.empty() && replace_invalid_utf8(special) == special,
-             "save_hf_tokenizer_json: {}: special token \"{}\" is empty or not valid UTF-8", path, special);
+             "writing tokenizer {}: special token \"{}\" is empty or not valid UTF-8", path, special);
     for (size_t id = 0; id < model.vocab.size() && !special_ids.count(special); ++id)
       if (model.vocab[id] == special) special_ids.emplace(special, id);
-    TG_CHECK(special_ids.count(special), "save_hf_tokenizer_json: {}: special token \"{}\" is not in the vocabulary",
+    TG_CHECK(special_ids.count(special), "writing tokenizer {}: special token \"{}\" is not in the vocabulary",
              path, special);
   }
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
@@ -140,7 +140,7 @@ void save_hf_tokenizer_json(const BpeModel& model, const std::string& path) {
     const std::string key = special != special_ids.end() && special->second == id ? model.vocab[id]
                                                                                    : bytes_to_gpt2_unicode(model.vocab[id]);
     TG_CHECK(!vocab.contains(key),
-             "save_hf_tokenizer_json: {}: ids {} and {} have the same key \"{}\"; model.vocab cannot hold both", path,
+             "writing tokenizer {}: ids {} and {} have the same key \"{}\"; model.vocab cannot hold both", path,
              vocab[key].get<size_t>(), id, key);
     vocab[key] = id;
   }

@@ -11,8 +11,19 @@ nlohmann::json read_json_file(const std::string& path, std::string_view who) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: {} is not valid JSON: {}", who, path, e.what()));
+    throw Error(fmt::format("{}: {} is not valid JSON: {}", who, path, json_error_reason(e.what())));
   }
+}
+
+std::string json_error_reason(const char* what) {
+  std::string s = what;
+  if (s.starts_with("[json.exception.")) {
+    const size_t close = s.find("] ");
+    if (close != std::string::npos) s = s.substr(close + 2);
+  }
+  const size_t at_line = s.find(" at line 1, ");
+  if (at_line != std::string::npos) s.replace(at_line, 12, " at ");
+  return s;
 }
 
 }  // namespace tapegrad::data

@@ -2,6 +2,8 @@
 // document (see text_inputs.h).
 #include "data/text_inputs.h"
 
+#include "data/json_file.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -61,18 +63,6 @@ void add_directory(const std::string& dir, std::string_view flag, std::vector<Te
   for (const std::string& r : relative) out.push_back(input_file((fs::path(dir) / r).string(), flag));
 }
 
-// "[json.exception.parse_error.101] parse error at line 1, column 3: ..." -> "parse error at column 3: ..."
-std::string json_reason(const char* what) {
-  std::string s = what;
-  if (s.starts_with("[json.exception.")) {
-    const size_t close = s.find("] ");
-    if (close != std::string::npos) s = s.substr(close + 2);
-  }
-  const size_t at_line = s.find(" at line 1, ");
-  if (at_line != std::string::npos) s.replace(at_line, 12, " at ");
-  return s;
-}
-
 }  // namespace
 
 std::vector<TextInput> resolve_text_inputs(const std::vector<std::string>& given, std::string_view flag) {
@@ -108,7 +98,7 @@ std::optional<std::string> jsonl_document(std::string_view line, std::string_vie
   try {
     json = nlohmann::json::parse(line);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}:{}: not valid JSON ({})", file, line_number, json_reason(e.what())));
+    throw Error(fmt::format("{}:{}: not valid JSON ({})", file, line_number, json_error_reason(e.what())));
   }
   TG_CHECK(json.is_object(), "{}:{}: expected a JSON object with a string field \"{}\", got a JSON {}", file,
            line_number, field, json.type_name());

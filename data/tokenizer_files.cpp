@@ -14,12 +14,12 @@ namespace fs = std::filesystem;
 BpeModel load_tokenizer_model(const std::string& dir_or_file) {
   std::error_code error;
   const fs::file_status status = fs::status(dir_or_file, error);
-  TG_CHECK(fs::exists(status), "load_tokenizer_model: {} does not exist", dir_or_file);
+  TG_CHECK(fs::exists(status), "tokenizer '{}' does not exist", dir_or_file);
   if (!fs::is_directory(status)) return load_hf_tokenizer_json(dir_or_file);
   const fs::path dir(dir_or_file);
   if (fs::exists(dir / "tokenizer.json", error)) return load_hf_tokenizer_json((dir / "tokenizer.json").string());
   TG_CHECK(fs::exists(dir / "vocab.json", error) && fs::exists(dir / "merges.txt", error),
-           "load_tokenizer_model: {} holds neither tokenizer.json nor vocab.json + merges.txt", dir_or_file);
+           "the folder {} holds no tokenizer (tokenizer.json, vocab.json + merges.txt, or llama2.c's tokenizer.bin)", dir_or_file);
   BpeModel model = load_gpt2_files((dir / "vocab.json").string(), (dir / "merges.txt").string());
   if (std::find(model.vocab.begin(), model.vocab.end(), "<|endoftext|>") != model.vocab.end())
     model.special_tokens = {"<|endoftext|>"};
@@ -29,7 +29,7 @@ BpeModel load_tokenizer_model(const std::string& dir_or_file) {
 void save_tokenizer_dir(const BpeModel& model, const std::string& dir) {
   std::error_code error;
   fs::create_directories(dir, error);
-  TG_CHECK(fs::is_directory(dir), "save_tokenizer_dir: cannot create the directory {}{}", dir,
+  TG_CHECK(fs::is_directory(dir), "cannot create the directory {}{}", dir,
            error ? ": " + error.message() : std::string());
   const fs::path d(dir);
   save_hf_tokenizer_json(model, (d / "tokenizer.json").string());

@@ -32,13 +32,15 @@ std::vector<double> ticks(double lo, double hi) {
   const double raw = span / 5, mag = std::pow(10.0, std::floor(std::log10(raw)));
   const double step = raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag;
   std::vector<double> t;
-  for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step) t.push_back(v);
+  // k·step (not a running sum, whose rounding made 1e-17 of zero); + 0.0 turns −0 (ceil of a small negative) into 0
+  for (double k = std::ceil(lo / step); k * step <= hi + 1e-9 * span; ++k) t.push_back(k * step + 0.0);
   return t;
 }
 
 std::string number(double v) {
-  if (v != 0 && (std::fabs(v) >= 1e5 || std::fabs(v) < 1e-2)) return fmt::format("{:.1e}", v);
-  return fmt::format("{:g}", std::round(v * 1000) / 1000);
+  if (std::fabs(v) < 1e-12) return "0";  // never "-0"
+  if (std::fabs(v) >= 1e5 || std::fabs(v) < 1e-2) return fmt::format("{:.1e}", v);
+  return fmt::format("{:g}", std::round(v * 1000) / 1000 + 0.0);
 }
 
 struct Range {
@@ -61,7 +63,8 @@ struct Point {
 
 }  // namespace
 
-std::string loss_svg(const std::vector<MetricRecord>& records, const std::string& title) {
+std::string loss_svg(const std::vector<MetricRecord>& records, const std::string& title,
+                     const LossPlotOptions& options) {
   // The curves: [panel][0 = train, 1 = val] → points in data units.
   std::vector<Point> curves[2][2];
   Range x_range[2], y_range;
@@ -76,7 +79,13 @@ std::string loss_svg(const std::vector<MetricRecord>& records, const std::string
     }
     y_range.add(loss);
   }
-  y_range.pad(0.05);
+  const bool reference = options.reference_loss > 0 && std::isfinite(options.reference_loss);
+  if (reference) y_range.add(options.reference_loss);
+  // A log axis maps log(y) linearly; it needs positive losses (else the plot stays linear).
+  const bool log_y = options.log_scale && !y_range.empty() && y_range.lo > 0;
+  Range axis = y_range;  // in axis units: y or log(y)
+  if (log_y) axis.lo = std::log(y_range.lo), axis.hi = std::log(y_range.hi);
+  axis.pad(0.05);
   for (Range& r : x_range) {
     if (r.empty()) r.lo = 0, r.hi = 1;
     if (r.hi - r.lo < 1e-12) r.hi = r.lo + 1;
@@ -94,14 +103,20 @@ std::string loss_svg(const std::vector<MetricRecord>& records, const std::string
   for (int p = 0; p < 2; ++p) {
     const double left = kLeft[p];
     auto px = [&](double x) { return left + (x - x_range[p].lo) / (x_range[p].hi - x_range[p].lo) * kPanelW; };
-    auto py = [&](double y) { return kTop + kPanelH - (y - y_range.lo) / (y_range.hi - y_range.lo) * kPanelH; };
+    auto py = [&](double y) {
+      const double a = log_y ? std::log(y) : y;
+      return kTop + kPanelH - (a - axis.lo) / (axis.hi - axis.lo) * kPanelH;
+    };
     svg += fmt::format("<g class=\"panel\">\n<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
                        "stroke=\"#888\"/>\n",
                        left, kTop, kPanelW, kPanelH);
-    for (double t : ticks(y_range.lo, y_range.hi))
+    const double y_lo = log_y ? std::exp(axis.lo) : axis.lo, y_hi = log_y ? std::exp(axis.hi) : axis.hi;
+    for (double t : ticks(y_lo, y_hi)) {  // round values, placed where the (log) axis puts them
+      if (log_y && t <= 0) continue;
       svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#eee\"/>"
                          "<text x=\"{3:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
                          left, py(t), left + kPanelW, left - 6, py(t) + 4, number(t));
+    }
     for (double t : ticks(x_range[p].lo, x_range[p].hi))
       svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#eee\"/>"
                          "<text x=\"{0:.1f}\" y=\"{3:.1f}\" text-anchor=\"middle\">{4}</text>\n",
@@ -109,8 +124,14 @@ std::string loss_svg(const std::vector<MetricRecord>& records, const std::string
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", left + kPanelW / 2,
                        kTop + kPanelH + 36, x_labels[p]);
     svg += fmt::format("<text x=\"{0:.1f}\" y=\"{1:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 {0:.1f} "
-                       "{1:.1f})\">loss (nats/token)</text>\n",
-                       left - 48, kTop + kPanelH / 2);
+                       "{1:.1f})\">loss (nats/token{2})</text>\n",
+                       left - 48, kTop + kPanelH / 2, log_y ? ", log scale" : "");
+    if (reference)
+      svg += fmt::format("<g class=\"reference\"><line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" "
+                         "stroke=\"#777\" stroke-dasharray=\"6 4\"/><text x=\"{3:.1f}\" y=\"{4:.1f}\" "
+                         "text-anchor=\"end\" fill=\"#555\">{5} {6:.3f}</text></g>\n",
+                         left, py(options.reference_loss), left + kPanelW, left + kPanelW - 4,
+                         py(options.reference_loss) - 4, escape(options.reference_label), options.reference_loss);
     for (int c = 0; c < 2; ++c) {
       const std::vector<Point>& pts = curves[p][c];
       if (pts.empty()) continue;

@@ -12,6 +12,7 @@
 #include "autograd/io/exact_number.h"
 #include "autograd/tapegrad.h"
 #include "data/file_io.h"
+#include "data/json_file.h"
 #include "kernels/error.h"
 
 namespace tapegrad::lm {
@@ -52,7 +53,7 @@ ChoiceExample parse_line(std::string_view line, const std::string& where) {
   try {
     j = json::parse(line.begin(), line.end());
   } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: not JSON ({})", where, e.what()));
+    throw Error(fmt::format("{}: not JSON ({})", where, data::json_error_reason(e.what())));
   }
   TG_CHECK(j.is_object(), "{}: a JSON {}, not an object with \"ctx\", \"endings\" and \"label\"", where, j.type_name());
   ChoiceExample ex;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/file_io.h"
+#include "data/json_file.h"
 #include "kernels/error.h"
 
 namespace tapegrad::lm {
@@ -46,7 +47,7 @@ std::vector<ChatMessage> parse_sft_line(std::string_view line, const std::string
   try {
     j = json::parse(line.begin(), line.end());
   } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: not JSON ({})", where, e.what()));
+    throw Error(fmt::format("{}: not JSON ({})", where, data::json_error_reason(e.what())));
   }
   TG_CHECK(j.is_object(), "{}: a JSON {}, not an object with \"messages\" or \"prompt\"/\"completion\"", where,
            j.type_name());

@@ -13,6 +13,7 @@
 #include "kernels/backend.h"
 #include "kernels/device_graph.h"
 #include "lm/run_dir.h"
+#include "lm/config_json.h"
 #include "lm/sft_eval.h"
 #include "nn/loss.h"
 #include "optim/checkpoint.h"
@@ -200,8 +201,8 @@ Trainer::Trainer(const nn::TransformerLMConfig& config, TrainOptions options, Sf
       comm_(comm ? std::move(comm) : std::make_shared<dist::SingleProcess>()) {
   check_options_and_ranks();
   TG_CHECK(!options_.cuda_graph,
-           "--cuda-graph on: --sft pads each batch to its longest example, so the step's shapes change from step to "
-           "step and cannot be replayed; use --cuda-graph off");
+           "--cuda-graph on is not available with --sft (its capture was never built for the example batches); use "
+           "--cuda-graph off");
   TG_CHECK(!sft_->train.empty(), "--sft: there are no training examples");
   sft_->row_length = std::max(sft_->row_length, longest_sft_row({&sft_->train, &sft_->val}));
   TG_CHECK(int64_t(sft_->row_length) <= config.context_length, "--sft: rows of {} positions exceed the context {}",
@@ -567,8 +568,26 @@ void Trainer::write_plot() const {
       fmt::format("{} — {} parameters, step {}", std::filesystem::path(options_.out_dir).filename().string(),
                   model_->num_parameters(), step_);
   data::write_file_atomic((std::filesystem::path(options_.out_dir) / "loss.svg").string(),
-                         loss_svg(metrics_->records(), title), "train");
+                         loss_svg(metrics_->records(), title, plot_options_), "train");
 }
+
+namespace {
+
+// `to` as a second name (hard link) of the checkpoint `from`, replacing what `to` was in one rename; false where the
+// file system has no hard links (the caller then writes a copy).
+bool link_checkpoint(const std::string& from, const std::string& to) {
+  std::error_code error;
+  const std::string temp = to + ".link.tmp";
+  std::filesystem::remove(temp, error);
+  std::filesystem::create_hard_link(from, temp, error);
+  if (error) return false;
+  std::filesystem::rename(temp, to, error);
+  if (!error) return true;
+  std::filesystem::remove(temp, error);
+  return false;
+}
+
+}  // namespace
 
 TrainResult Trainer::run(const TrainCallbacks& cb) {
   if (!options_.out_dir.empty())
@@ -578,12 +597,10 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   const std::string dir = writes_files_ ? options_.out_dir : "";  // only rank 0 writes
   if (!dir.empty()) {
     prepare_run_dir(dir);  // again: a resume() that failed has removed what the constructor made
-    nlohmann::ordered_json config;
-    config["model"] = model_->config.to_config_map();
-    config["train"] = options_.to_map();
-    config["run"] = options_.run_info;
-    config["parameters"] = model_->num_parameters();
-    data::write_file_atomic((std::filesystem::path(dir) / "config.json").string(), config.dump(2) + "\n", "train");
+    data::write_file_atomic((std::filesystem::path(dir) / "config.json").string(),
+                            run_config_json(model_->config.to_config_map(), options_.to_map(), options_.run_info,
+                                            model_->num_parameters()),
+                            "train");
     metrics_ = std::make_unique<MetricsLog>((std::filesystem::path(dir) / "metrics.jsonl").string(),
                                             resumed_ ? step_ : -1);
   }
@@ -597,6 +614,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     result.last_checkpoint = save_checkpoint();
     if (cb.on_checkpoint) cb.on_checkpoint(result.last_checkpoint, step_);
   };
+  bool best_due = false;
   auto run_eval = [&] {
     const auto t0 = Clock::now();
     EvalStats e;
@@ -621,15 +639,24 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       metrics_->append(r);
       write_plot();
     }
-    if (e.best && !dir.empty()) {
-      wall_s_ = wall();
-      save_to(best_checkpoint_path(dir));
-    }
+    best_due = e.best && !dir.empty();  // written after this step's checkpoint, as a second name of it
     if (cb.on_eval) cb.on_eval(e);
+  };
+  // best.safetensors: a hard link to this step's checkpoint when there is one (no second copy on disk), else
+  // written afresh.
+  auto write_best = [&](bool checkpointed) {
+    if (!best_due) return;
+    best_due = false;
+    if (checkpointed && link_checkpoint(result.last_checkpoint, best_checkpoint_path(dir))) return;
+    wall_s_ = wall();
+    save_to(best_checkpoint_path(dir));
   };
 
   const bool can_eval = val_ || (sft_ && !sft_->val.empty());
-  if (can_eval && options_.eval_at_start && step_ == 0) run_eval();  // where the run starts from (not on a resume)
+  if (can_eval && options_.eval_at_start && step_ == 0) {  // where the run starts from (not on a resume)
+    run_eval();
+    write_best(false);
+  }
   while (step_ < options_.steps) {
     StepStats s;
     try {
@@ -657,7 +684,10 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       comm_->all_reduce(flag, dist::ReduceOp::Sum);
       stop = flag.item<double>() > 0;
     }
-    if (last || stop || (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)) checkpoint();
+    const bool checkpointed =
+        !dir.empty() && (last || stop || (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0));
+    if (checkpointed) checkpoint();
+    write_best(checkpointed);
     if (stop) {
       result.status = TrainStatus::Stopped;
       result.step = step_;

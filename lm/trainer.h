@@ -55,6 +55,7 @@
 #include "dist/communicator.h"
 #include "dist/grad_sync.h"
 #include "lm/evaluate.h"
+#include "lm/loss_plot.h"
 #include "lm/metrics_log.h"
 #include "lm/sft_data.h"
 #include "nn/precision.h"
@@ -203,6 +204,8 @@ class Trainer {
   // The byte length of each token id's text (lm/bits_per_byte.h): evaluations of token-stream data then
   // report bits per byte too (EvalResult, metrics.jsonl's val_bpb). Empty: not counted. Call before run().
   void set_token_byte_lengths(std::vector<uint32_t> lengths) { token_bytes_ = std::move(lengths); }
+  // How loss.svg is drawn (lm/loss_plot.h: a log axis, the no-context reference line). Call before run().
+  void set_plot_options(LossPlotOptions options) { plot_options_ = std::move(options); }
   // Writes DIR/checkpoints/step_<N>.safetensors (atomic), prunes old ones; returns the path.
   std::string save_checkpoint();
 
@@ -246,7 +249,8 @@ class Trainer {
   std::vector<std::string> made_dirs_;  // the run directories the constructor created, innermost first
   int64_t eager_steps_ = 0;             // steps this process took eagerly (--cuda-graph warms up with them)
   std::unique_ptr<CapturedStep> captured_;
-  std::vector<uint32_t> token_bytes_;   // set_token_byte_lengths (empty: no bits per byte)
+  std::vector<uint32_t> token_bytes_;  // set_token_byte_lengths (empty: no bits per byte)
+  LossPlotOptions plot_options_;       // set_plot_options
 };
 
 // Eager steps a --cuda-graph run takes in each process before it captures the step.

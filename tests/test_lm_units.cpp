@@ -444,6 +444,44 @@ TEST_CASE("loss_svg: no records, only non-finite ones, or a single point still g
   }
 }
 
+TEST_CASE("loss_svg: a log axis, the no-context reference line, and no \"-0\" tick", "[lm]") {
+  std::vector<lm::MetricRecord> records;
+  for (int64_t step = 1; step <= 100; ++step) records.push_back(train_record(step, 8.0 / double(step)));
+  // Log axis: equal ratios are equal distances (8 → 4 → 2 → 1 at steps 1, 2, 4, 8).
+  lm::LossPlotOptions log;
+  log.log_scale = true;
+  const std::string svg = lm::loss_svg(records, "", log);
+  CHECK(tapegrad::testing::xml_problem(svg) == "");
+  CHECK(svg.find("loss (nats/token, log scale)") != std::string::npos);
+  const auto pts = path_points(svg, "train");
+  REQUIRE(pts.size() == 2);
+  const double d1 = pts[0][1].second - pts[0][0].second, d2 = pts[0][3].second - pts[0][1].second,
+               d3 = pts[0][7].second - pts[0][3].second;
+  CHECK(d1 == Approx(d2).margin(0.15));
+  CHECK(d2 == Approx(d3).margin(0.15));
+  const std::string linear = lm::loss_svg(records, "");
+  const auto lin = path_points(linear, "train");
+  CHECK(lin[0][1].second - lin[0][0].second ==
+        Approx(2 * (lin[0][3].second - lin[0][1].second)).margin(0.35));  // linear: 8 → 4 is twice 4 → 2
+  CHECK(linear.find("log scale") == std::string::npos);
+  // A log axis of losses that are not all positive stays linear.
+  CHECK(lm::loss_svg({train_record(1, 1.0), train_record(2, 0.0)}, "", log).find("log scale") == std::string::npos);
+
+  // The reference line (the unigram entropy), labelled, inside the plotted range even above every loss.
+  lm::LossPlotOptions ref;
+  ref.reference_loss = 9.5;
+  ref.reference_label = "no context (unigram entropy)";
+  const std::string with_ref = lm::loss_svg(records, "", ref);
+  CHECK(tapegrad::testing::xml_problem(with_ref) == "");
+  CHECK(count_of(with_ref, "<g class=\"reference\">") == 2);  // one per panel
+  CHECK(with_ref.find("no context (unigram entropy) 9.500") != std::string::npos);
+
+  // Losses near 0: the ticks read 0, never -0 (a padded range starts below 0).
+  const std::string near_zero = lm::loss_svg({train_record(1, 0.02), train_record(2, 0.0)}, "");
+  CHECK(near_zero.find(">-0<") == std::string::npos);
+  CHECK(near_zero.find(">0<") != std::string::npos);
+}
+
 // ---------------------------------------------------------------------------------------------
 // run_dir
 

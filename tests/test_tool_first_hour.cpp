@@ -7,6 +7,7 @@
 //   * `train --eval-at-start` evaluates before the first step (a fine-tune shows where it starts);
 //   * `train --sft` holds out a seeded random subset (not every 10th example), the same on --resume, and reports
 //     the held-out loss per task (a "task" field, else the system prompt).
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -119,6 +120,12 @@ TEST_CASE("tool: one text file without separators trains, its last tokens held o
   REQUIRE(val > 0);
   CHECK(val == (train + val + 9) / 10);  // ⌈0.1·tokens⌉
   REQUIRE(eval_records(dir.file("run")).size() == 1);
+  // best.safetensors is a second name of the last step's checkpoint (before: a full copy of it).
+  const fs::path best = fs::path(dir.file("run")) / "checkpoints" / "best.safetensors";
+  const fs::path last = fs::path(dir.file("run")) / "checkpoints" / "step_00000002.safetensors";
+  REQUIRE(fs::exists(best));
+  CHECK(fs::equivalent(best, last));
+  CHECK(fs::hard_link_count(best) == 2);
 
   // eval --held-out 0.1 of the same text evaluates exactly that tail, and says so.
   const ToolResult e = run_ok({"eval", "--checkpoint", dir.file("run"), "--text", txt, "--held-out", "0.1",
@@ -172,7 +179,10 @@ TEST_CASE("tool: llama2.c's tokenizer.bin trains a model from scratch, and eval 
   CHECK(read_all((fs::path(dir.file("run")) / "tokenizer.bin").string()) == read_all(tok));
   const auto config = nlohmann::json::parse(read_all((fs::path(dir.file("run")) / "config.json").string()));
   CHECK(config["run"]["tokenizer_kind"] == "llama2c");
-  CHECK(config["train"]["eval_at_start"] == "true");
+  CHECK(config["train"]["eval_at_start"] == true);
+  CHECK(config["train"]["lr"].is_number());          // numbers are JSON numbers (before: strings)
+  CHECK(config["model"]["d_model"] == 32);
+  CHECK(config["train"]["out_dir"].is_string());     // a path stays text
 
   // The run's tokenizer.bin serves eval --text (bits per byte included) and generate without --tokenizer.
   const ToolResult e = run_ok({"eval", "--checkpoint", dir.file("run"), "--text", txt, "--held-out", "0.1",
@@ -198,6 +208,10 @@ TEST_CASE("tool: eval --text of an import of llama2.c's stories260K and of a run
   const std::string tokenizer = shared_path("data/llama2c/tok512.bin");
   ScratchDir dir("tool_eval_llama2c_import");
   run_ok({"import", "llama2c", model, tokenizer, "--out", dir.file("s260k")}, dir.file("import"));
+  // info: an import holds no optimizer state, and says so (before: an "optimizer AdamW … lr 0.001" line).
+  const ToolResult info = run_ok({"info", "--checkpoint", dir.file("s260k")}, dir.file("info"));
+  CHECK(info.out.find("optimizer: no state saved") != std::string::npos);
+  CHECK(info.out.find("optimizer AdamW") == std::string::npos);
   const std::string txt = dir.file("stories.txt");
   std::string text = read_all(std::string(TAPEGRAD_SOURCE_DIR) + "/corpus/tinystories_head.txt").substr(0, 40000);
   for (size_t at; (at = text.find("<|endoftext|>\n")) != std::string::npos;) text.replace(at, 14, "\n\n");
@@ -274,5 +288,69 @@ TEST_CASE("tool: train --sft holds out a random subset of every task, reports th
   CHECK(resumed[1]["val_loss"].get<double>() == evals[1]["val_loss"].get<double>());
   CHECK(resumed[1]["val_loss_by_group"] == evals[1]["val_loss_by_group"]);
   const auto config = nlohmann::json::parse(read_all((fs::path(dir.file("half")) / "config.json").string()));
-  CHECK(config["run"]["sft_val_seed"] == config["train"]["seed"]);
+  CHECK(config["run"]["sft_val_seed"] == std::to_string(config["train"]["seed"].get<uint64_t>()));
+}
+
+TEST_CASE("tool: the details a first hour meets (issue 38 item 10): info, loss.svg, messages, typos, swapped files",
+          "[tool][first-hour]") {
+  ScratchDir dir("tool_first_hour_details");
+  const std::string txt = dir.file("story.txt");
+  write_all(txt, one_document_text());
+  run_ok({"tokenize", "train", "--input", txt, "--vocab-size", "300", "--out", dir.file("tok")}, dir.file("tok"));
+  auto args = micro(txt, dir.file("tok"), dir.file("run"));
+  args.insert(args.end(), {"--loss-plot", "log"});
+  run_ok(args, dir.file("train"));
+
+  // loss.svg: the log axis asked for and the no-context line (the training tokens' unigram entropy).
+  const std::string svg = read_all((fs::path(dir.file("run")) / "loss.svg").string());
+  CHECK(svg.find("log scale") != std::string::npos);
+  CHECK(svg.find("no context (unigram entropy)") != std::string::npos);
+  auto bad_plot = micro(txt, dir.file("tok"), dir.file("never"));
+  bad_plot.insert(bad_plot.end(), {"--loss-plot", "cubic"});
+  run_fails(bad_plot, dir.file("bad_plot"), "--loss-plot must be linear or log, but is 'cubic'");
+
+  // info: hyperparameters to 6 significant digits (before: "lr 0.00010002733934754565"); an int8 model's dtype is
+  // explained (an import's missing optimizer: the stories260K case below).
+  const ToolResult info = run_ok({"info", "--checkpoint", dir.file("run")}, dir.file("info"));
+  const size_t lr_at = info.out.find(" lr ");
+  REQUIRE(lr_at != std::string::npos);
+  const std::string lr = info.out.substr(lr_at + 4, info.out.find(' ', lr_at + 4) - lr_at - 4);
+  CHECK(lr.size() <= 12);
+  run_ok({"quantize", dir.file("run"), "--out", dir.file("q")}, dir.file("quantize"));
+  const ToolResult qinfo = run_ok({"info", "--checkpoint", dir.file("q")}, dir.file("qinfo"));
+  CHECK(qinfo.out.find("dtype = float32 (activations; the weight matrices are int8)") != std::string::npos);
+  // `import llama2c` with its two files swapped (the run exported to llama2.c, and a tokenizer file): a hint.
+  const std::string tok_bin = write_llama2c_tokenizer(dir.file("tok.bin"));
+  run_ok({"export", "llama2c", dir.file("run"), "--out", dir.file("model.bin")}, dir.file("export"));
+  const ToolResult swapped = run_tool({"import", "llama2c", tok_bin, dir.file("model.bin"), "--out", dir.file("imp")},
+                                      dir.file("swapped"));
+  CHECK(swapped.exit_code == 2);
+  CHECK(swapped.err.find("is a llama2.c tokenizer file: the model comes first") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir.file("imp")));
+
+  // Options: a typo names the option meant; a bad value names the flag (before: "memory estimate: --batch-size 0 …").
+  auto typo = micro(txt, dir.file("tok"), dir.file("never"));
+  typo[3] = "--tokenzier";
+  run_fails(typo, dir.file("typo"), "unrecognised option '--tokenzier' (did you mean --tokenizer?)");
+  auto zero = micro(txt, dir.file("tok"), dir.file("never"));
+  *(std::find(zero.begin(), zero.end(), "--batch-size") + 1) = "0";
+  const ToolResult z = run_fails(zero, dir.file("zero"), "--batch-size must be positive, but is 0");
+  CHECK(z.err.find("memory estimate") == std::string::npos);
+
+  // Messages name the file and what is wrong, not our functions or the JSON library's internals.
+  auto missing = micro(txt, dir.file("nothing_here"), dir.file("never"));
+  const ToolResult m = run_fails(missing, dir.file("missing"), "tokenizer '" + dir.file("nothing_here") + "' does not exist");
+  write_all(dir.file("broken.json"), "{\"model\": ");
+  const ToolResult b = run_fails(micro(txt, dir.file("broken.json"), dir.file("never")), dir.file("broken"),
+                                 "is not valid JSON: parse error at column");
+  write_all(dir.file("bad.jsonl"), "{\"prompt\": \"a\", \"completion\": \n");
+  const ToolResult s = run_fails({"train", "--sft", dir.file("bad.jsonl"), "--tokenizer", dir.file("tok"), "--out",
+                                  dir.file("never")},
+                                 dir.file("sft"), "bad.jsonl:1: not JSON (parse error at column");
+  for (const ToolResult* r : {&m, &b, &s}) {
+    CHECK(r->err.find("[json.exception") == std::string::npos);
+    CHECK(r->err.find("load_") == std::string::npos);
+    CHECK(std::count(r->err.begin(), r->err.end(), '\n') == 1);
+  }
+  CHECK_FALSE(fs::exists(dir.file("never")));
 }

@@ -178,7 +178,7 @@ TEST_CASE("tool: tokenize train refuses a directory or empty input, bad special 
   // An empty file: the error names it, and the --out directory the command made is removed again.
   write_all(g.dir.file("empty.txt"), "");
   require_error(train(g.dir.file("empty.txt"), {"--out", out}),
-                "train_bpe_file: " + g.dir.file("empty.txt") + " is empty, so none of the 43 requested merges is possible");
+                "BPE training: " + g.dir.file("empty.txt") + " is empty, so none of the 43 requested merges is possible");
   CHECK_FALSE(fs::exists(out));
   // ... but a directory that was there before stays, with what it held.
   fs::create_directories(out);

@@ -57,12 +57,12 @@ TEST_CASE("tool: the modern architecture options train, resume exactly, generate
   INFO(r.out + r.err);
   REQUIRE(r.exit_code == 0);
   const auto config = nlohmann::json::parse(ToolProcess::slurp(whole + "/config.json"));
-  CHECK(config["model"]["qk_norm"] == "true");
+  CHECK(config["model"]["qk_norm"] == true);
   CHECK(config["model"]["ffn"] == "relu2");
-  CHECK(config["model"]["norm_gain"] == "false");
-  CHECK(config["model"]["embed_norm"] == "true");
-  CHECK(config["model"]["logit_softcap"] == "20");
-  CHECK(config["model"]["zero_init_projections"] == "true");
+  CHECK(config["model"]["norm_gain"] == false);
+  CHECK(config["model"]["embed_norm"] == true);
+  CHECK(config["model"]["logit_softcap"] == 20);
+  CHECK(config["model"]["zero_init_projections"] == true);
   auto newest = [](const std::string& run) { return tapegrad::optim::read_checkpoint(*tapegrad::lm::newest_checkpoint(run)); };
   const auto ck = newest(whole);
   CHECK(ck.model_state.count("layers.0.attn.q_norm.weight") == 0);  // no gains
@@ -140,7 +140,7 @@ TEST_CASE("tool: --recipe modern gives a new model QK-norm, a flag overrides it"
   INFO(r.out + r.err);
   REQUIRE(r.exit_code == 0);
   auto config = nlohmann::json::parse(ToolProcess::slurp(dir.file("m") + "/config.json"));
-  CHECK(config["model"]["qk_norm"] == "true");
+  CHECK(config["model"]["qk_norm"] == true);
   r = run_tool(args(d, dir.file("n"), 2, {"--recipe", "modern", "--qk-norm", "false"}), dir.file("b"));
   REQUIRE(r.exit_code == 0);
   config = nlohmann::json::parse(ToolProcess::slurp(dir.file("n") + "/config.json"));

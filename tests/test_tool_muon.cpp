@@ -37,8 +37,8 @@ TEST_CASE("tool: train --recipe modern records Muon and WSD, reports bits per by
   const auto config = nlohmann::json::parse(ToolProcess::slurp(run + "/config.json"));
   CHECK(config["train"]["optimizer"] == "muon");
   CHECK(config["train"]["schedule"] == "wsd");
-  CHECK(config["train"]["lr"] == "0.006");
-  CHECK(config["train"]["min_lr"] == "0");
+  CHECK(config["train"]["lr"] == 0.006);
+  CHECK(config["train"]["min_lr"] == 0);
   CHECK(config["run"]["recipe"] == "modern");
   bool bpb = false;
   for (const auto& j : read_jsonl(run + "/metrics.jsonl"))

@@ -77,10 +77,10 @@ TEST_CASE("tool: tokenize, encode, train, checkpoint, resume exactly, eval, info
   CHECK(ckpts.back().first == 30);
   CHECK(fs::exists(tapegrad::lm::best_checkpoint_path(run_a)));
   const auto config = nlohmann::json::parse(ToolProcess::slurp(run_a + "/config.json"));
-  CHECK(config["model"]["vocab_size"] == "512");
-  CHECK(config["model"]["d_model"] == "64");
-  CHECK(config["train"]["steps"] == "30");
-  CHECK(config["train"]["batch_size"] == "8");
+  CHECK(config["model"]["vocab_size"] == 512);
+  CHECK(config["model"]["d_model"] == 64);
+  CHECK(config["train"]["steps"] == 30);
+  CHECK(config["train"]["batch_size"] == 8);
   CHECK(config["run"]["train"] == d.train_bin);
   CHECK(config["run"].contains("tokenizer_fingerprint"));
 

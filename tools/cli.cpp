@@ -3,10 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <vector>
 
 #include "autograd/tapegrad.h"
 #include "kernels/backend.h"
@@ -39,13 +41,56 @@ void refuse_negative_unsigned(const po::parsed_options& parsed, const po::option
 
 }  // namespace
 
+namespace {
+
+// Levenshtein distance: the fewest single-character insertions, deletions and substitutions from a to b.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string nearest_option(const po::options_description& opts, const std::string& given) {
+  std::string name = given;
+  while (name.starts_with("-")) name.erase(0, 1);
+  if (const size_t eq = name.find('='); eq != std::string::npos) name.resize(eq);
+  std::string best;
+  size_t best_distance = 0;
+  for (const auto& option : opts.options()) {
+    const std::string& candidate = option->long_name();
+    if (candidate.empty()) continue;
+    const size_t d = edit_distance(name, candidate);
+    if (best.empty() || d < best_distance) best = candidate, best_distance = d;
+  }
+  // Close enough to be a slip: at most 2 edits, and fewer than a third of the name's letters.
+  return !best.empty() && best_distance <= 2 && 3 * best_distance < name.size() ? best : std::string();
+}
+
 bool parse(Args args, po::options_description& opts, po::variables_map& vm, const std::string& usage) {
   opts.add_options()("help,h", "show this help")(
       "config", po::value<std::string>(), "read options from this INI-style file (key = value; flags override it)");
   // Boost wants argc/argv with a program name first.
   std::vector<const char*> argv{"tapegrad"};
   for (char* a : args) argv.push_back(a);
-  const po::parsed_options flags = po::command_line_parser(int(argv.size()), argv.data()).options(opts).run();
+  po::parsed_options flags(&opts);
+  try {
+    flags = po::command_line_parser(int(argv.size()), argv.data()).options(opts).run();
+  } catch (const po::unknown_option& e) {  // a typo: name the option it is probably meant to be
+    const std::string near = nearest_option(opts, e.get_option_name());
+    if (near.empty()) throw;
+    throw po::error(fmt::format("unrecognised option '{}' (did you mean --{}?)", e.get_option_name(), near));
+  }
   refuse_negative_unsigned(flags, opts, "");
   po::store(flags, vm);
   if (vm.count("help")) {

@@ -34,6 +34,10 @@ using Args = std::span<char* const>;
 // printing `usage` and the options to stdout): the command then returns 0.
 bool parse(Args args, po::options_description& opts, po::variables_map& vm, const std::string& usage);
 
+// The long name of the option in `opts` nearest to `given` ("--tokenzier" → "tokenizer"), when it is close enough
+// to be a typo (at most 2 edits, fewer than a third of its letters); "" otherwise. parse() names it in the error.
+std::string nearest_option(const po::options_description& opts, const std::string& given);
+
 // Takes up to `max` leading positional arguments (those not starting with '-') off the front of `args`,
 // for commands such as `import llama2c MODEL.bin TOKENIZER.bin --out DIR`.
 std::vector<std::string> take_positional(Args& args, size_t max);

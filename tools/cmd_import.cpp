@@ -56,7 +56,20 @@ int import_llama2c(Args args) {
   const std::string& tokenizer_path = positional[1];
   const std::string out = vm["out"].as<std::string>();
 
-  lm::Llama2cModel m = lm::read_llama2c_model(model_path);
+  lm::Llama2cModel m;
+  try {
+    m = lm::read_llama2c_model(model_path);
+  } catch (const Error& e) {
+    // The two files swapped is an easy slip: say so when the "model" reads as a tokenizer file.
+    bool is_tokenizer = false;
+    try {
+      is_tokenizer = lm::Llama2cTokenizer::count_tokens(model_path) >= 259;
+    } catch (const Error&) {
+    }
+    if (!is_tokenizer) throw;
+    throw Error(fmt::format("{} ({} is a llama2.c tokenizer file: the model comes first — {})", e.what(), model_path,
+                            usage));
+  }
   // Read and validate the tokenizer against the model's vocabulary before writing anything.
   const lm::Llama2cTokenizer tok(tokenizer_path, size_t(m.config.vocab_size));
   const std::string tokenizer_bytes = data::read_whole_file(tokenizer_path, "import llama2c");

@@ -20,7 +20,8 @@ void print_int8_model(const std::string& path) {
   const lm::WeightCount w = lm::count_weights(*m.model);
   fmt::print("int8 model {}\n  step {}   {}\n  weights {} ({} int8, {} float32): {:.2f} MB\n  model config:\n", path,
              m.info.step, m.info.model_dtype, w.values, w.int8_values, w.values - w.int8_values, w.bytes / 1e6);
-  for (const auto& [k, v] : m.info.config) fmt::print("    {} = {}\n", k, v);
+  for (const auto& [k, v] : m.info.config)  // dtype is what the model computes in, not how its matrices are stored
+    fmt::print("    {} = {}{}\n", k, v, k == "dtype" ? " (activations; the weight matrices are int8)" : "");
   fmt::print("  run:\n");
   for (const auto& [k, v] : m.info.extra)
     if (k.starts_with("run.")) fmt::print("    {} = {}\n", k.substr(4), v);
@@ -38,12 +39,17 @@ void print_checkpoint(const std::string& path) {
   fmt::print("  parameters {} ({})\n  model config:\n", lm::checkpoint_parameter_count(ck), ck.model_dtype);
   for (const auto& [k, v] : ck.config) fmt::print("    {} = {}\n", k, v);
   fmt::print("  tokenizer: {} (fingerprint {})\n", extra("run.tokenizer"), extra("run.tokenizer_fingerprint"));
+  // Hyperparameters as a person reads them (6 significant digits): the exact values are in config.json.
   const optim::OptimizerInfo& o = ck.optimizer;
-  fmt::print("  optimizer {}:", o.kind);
-  for (const auto& [k, v] : o.fixed) fmt::print(" {} {}", k, format_exact(v));
-  for (size_t g = 0; g < o.lr.size(); ++g)
-    fmt::print("; group {} ({} tensors) lr {} weight decay {}", g, o.group_sizes[g], format_exact(o.lr[g]),
-               format_exact(o.weight_decay[g]));
+  if (ck.optimizer_state.empty()) {
+    fmt::print("  optimizer: no state saved (an imported model: `train --init-from` starts a fresh one)");
+  } else {
+    fmt::print("  optimizer {}:", o.kind);
+    for (const auto& [k, v] : o.fixed) fmt::print(" {} {:.6g}", k, v);
+    for (size_t g = 0; g < o.lr.size(); ++g)
+      fmt::print("; group {} ({} tensors) lr {:.6g} weight decay {:.6g}", g, o.group_sizes[g], o.lr[g],
+                 o.weight_decay[g]);
+  }
   fmt::print("\n  training options:\n");
   for (const auto& [k, v] : ck.extra)
     if (k.starts_with("train.")) fmt::print("    {} = {}\n", k.substr(6), v);

@@ -124,6 +124,7 @@ void add_options(po::options_description& opts) {
       // run
       ("out", po::value<std::string>(), "run directory: config.json, metrics.jsonl, loss.svg, checkpoints/")
       ("eval-every", po::value<int64_t>()->default_value(0), "evaluate on all validation data every N steps (0: only at the end; not negative)")
+      ("loss-plot", po::value<std::string>()->default_value("linear"), "loss.svg's loss axis: linear or log")
       ("eval-at-start", po::bool_switch(), "also evaluate before the first step (step 0: where a fine-tune starts from)")
       ("eval-batch-size", po::value<int64_t>()->default_value(0), "windows per evaluation batch (0: the batch size; not negative)")
       ("checkpoint-every", po::value<int64_t>()->default_value(0), "checkpoint every N steps (0: only at the end; not negative)")
@@ -390,9 +391,19 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
       run_info["val"] = vm["val"].as<std::string>();
     }
   }
-  if (train_src)  // (--sft reads its examples once the model's context is known, below)
+  // loss.svg: the axis, and the unigram entropy as the line a model must get below to use its context.
+  lm::LossPlotOptions plot;
+  {
+    const std::string axis = vm["loss-plot"].as<std::string>();
+    TG_CHECK(axis == "linear" || axis == "log", "--loss-plot must be linear or log, but is '{}'", axis);
+    plot.log_scale = axis == "log";
+  }
+  if (train_src) {  // (--sft reads its examples once the model's context is known, below)
+    plot.reference_loss = lm::unigram_entropy(*train_src);
+    plot.reference_label = "no context (unigram entropy)";
     fmt::print("unigram entropy of the training tokens: {:.4f} nats/token (the loss of a model that ignores context)\n",
-               lm::unigram_entropy(*train_src));
+               plot.reference_loss);
+  }
   const int64_t data_vocab = tokenizer ? int64_t(tokenizer->vocab_size()) : train_file ? int64_t(train_file->vocab_size()) : 0;
 
   // --recipe: the defaults of the flags below and of a new model's architecture (a flag given explicitly wins); on
@@ -553,6 +564,7 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   if (chat) chat->to_run_info(run_info);  // every checkpoint remembers the template (generate, chat)
   o.run_info = run_info;
 
+  o.validate();  // a bad option is named as itself, not as a failure of the estimate below
   // The memory this run will need (lm/memory_estimate.h), before anything is allocated: printed by every start;
   // --dry-run ends here with nothing written; a run that does not fit is refused unless --force.
   {
@@ -584,6 +596,7 @@ int train(Args args, const po::variables_map& vm, const std::shared_ptr<dist::Co
   lm::Trainer& trainer = *trainer_holder;
   // Bits per byte of the validation text (lm/bits_per_byte.h), where the run knows its tokenizer.
   if (!sft && tokenizer) trainer.set_token_byte_lengths(tokenizer->byte_lengths(size_t(config.vocab_size)));
+  trainer.set_plot_options(plot);
   if (init_ck) {
     trainer.init_from(*init_ck, init_from);
     fmt::print("initialised from {} (step {} of its run); optimizer, step and schedule start afresh\n", init_from,
