@@ -151,7 +151,7 @@ TEST_CASE("load_tokenizer_model reads a tokenizer.json file or a tokenizer direc
 
   std::filesystem::create_directories(dir.file("empty"));
   CHECK_THROWS_WITH(load_tokenizer_model(dir.file("empty")),
-                    Catch::Contains(dir.file("empty")) && Catch::Contains("neither tokenizer.json"));
+                    Catch::Contains(dir.file("empty")) && Catch::Contains("holds no tokenizer"));
   CHECK_THROWS_WITH(load_tokenizer_model(dir.file("missing")),
                     Catch::Contains(dir.file("missing")) && Catch::Contains("does not exist"));
   write_all(dir.file("not_a_tokenizer.json"), "{}");

@@ -1222,7 +1222,8 @@ TEST_CASE("TrainOptions::validate names the option at fault", "[lm]") {
   CHECK(map.at("optimizer") == "adamw");
   CHECK(map.at("schedule") == "cosine");
   CHECK(map.at("muon_adjust_lr") == "original");
-  CHECK(map.size() == 32);
+  CHECK(map.at("eval_at_start") == "false");
+  CHECK(map.size() == 33);
 }
 
 TEST_CASE("unigram_entropy is the entropy of the token frequencies", "[lm]") {

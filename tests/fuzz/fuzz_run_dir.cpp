@@ -1,7 +1,8 @@
 // fuzz_run_dir.cpp — libFuzzer target: the run directory's readers (lm/metrics_log.h, lm/run_dir.h).
 // The input is split at its first NUL byte: before it a metrics.jsonl, after it newline-separated file
 // names put into checkpoints/. Asserts: from_json_line throws only tapegrad::Error, and a record it
-// reads survives to_json_line → from_json_line (finite numbers exactly, non-finite ones as NaN);
+// reads survives to_json_line → from_json_line (finite numbers exactly, non-finite ones as NaN; an eval record's
+// per-task losses in order);
 // reopening the log with MetricsLog(path, keep_until_step) keeps exactly the records with step ≤ the
 // step that from_json_line reads from each complete line (none when that step is negative) and counts
 // every other complete line as damaged; list_step_checkpoints lists only names of the form
@@ -39,6 +40,11 @@ void check_round_trip(const MetricRecord& r) {
     FUZZ_ASSERT(same_number(r.val_loss, a.val_loss) && same_number(r.val_perplexity, a.val_perplexity) &&
                     a.val_tokens == r.val_tokens,
                 "an eval value changed in the round trip");
+    FUZZ_ASSERT(a.val_loss_by_group.size() == r.val_loss_by_group.size(), "a task's loss was lost in the round trip");
+    for (size_t i = 0; i < r.val_loss_by_group.size(); ++i)
+      FUZZ_ASSERT(a.val_loss_by_group[i].first == r.val_loss_by_group[i].first &&
+                      same_number(r.val_loss_by_group[i].second, a.val_loss_by_group[i].second),
+                  "a task's loss changed in the round trip");
   }
 }
 
