@@ -105,13 +105,13 @@ std::string config_differences(const ConfigMap& file, const ConfigMap& expected)
 
 void save_checkpoint(const std::string& path, const TensorMap& model_state, const Optimizer& optimizer, int64_t step,
                      const Generator& generator, const ConfigMap& config, const ConfigMap& extra) {
-  TG_CHECK(step >= 0, "save_checkpoint: '{}': step must be >= 0, but is {}", path, step);
+  TG_CHECK(step >= 0, "writing checkpoint '{}': step must be >= 0, but is {}", path, step);
   const OptimizerInfo info = describe_optimizer(optimizer);
 
   TensorMap tensors;
   std::set<std::string> dtypes;
   for (const auto& [name, t] : model_state) {
-    TG_CHECK(t.defined(), "save_checkpoint: '{}': model tensor '{}' is undefined", path, name);
+    TG_CHECK(t.defined(), "writing checkpoint '{}': model tensor '{}' is undefined", path, name);
     tensors.emplace("model." + name, t);
     dtypes.insert(dtype_name(t.dtype()));
   }
@@ -141,7 +141,7 @@ void save_checkpoint(const std::string& path, const TensorMap& model_state, cons
   try {
     save_safetensors(path, tensors, meta);  // atomic: temp file, fsync, rename, fsync of the directory
   } catch (const Error& e) {
-    throw Error(fmt::format("save_checkpoint: {}", e.what()));
+    throw Error(fmt::format("writing checkpoint: {}", e.what()));
   }
 }
 
@@ -225,22 +225,22 @@ int64_t load_checkpoint(const Checkpoint& ck, const std::string& path, const Mod
                         Optimizer& optimizer, Generator& generator, const ConfigMap& expected_config) {
   // 1. Check everything (read_checkpoint validated the file); nothing is modified before step 2.
   const std::string diffs = config_differences(ck.config, expected_config);
-  TG_CHECK(diffs.empty(), "load_checkpoint: '{}': {}", path, diffs);
+  TG_CHECK(diffs.empty(), "checkpoint '{}': {}", path, diffs);
 
   const OptimizerInfo mine = describe_optimizer(optimizer);
   const OptimizerInfo& theirs = ck.optimizer;
-  TG_CHECK(theirs.kind == mine.kind, "load_checkpoint: '{}': the checkpoint holds {} optimizer state but the optimizer is {}",
+  TG_CHECK(theirs.kind == mine.kind, "checkpoint '{}': the checkpoint holds {} optimizer state but the optimizer is {}",
            path, theirs.kind, mine.kind);
   std::vector<std::string> hyper;
   for (const auto& [k, v] : mine.fixed) {
     const auto stored = theirs.fixed.find(k);
-    TG_CHECK(stored != theirs.fixed.end(), "load_checkpoint: '{}': the checkpoint has no {} hyperparameter '{}' "
+    TG_CHECK(stored != theirs.fixed.end(), "checkpoint '{}': the checkpoint has no {} hyperparameter '{}' "
              "(metadata 'optim.fixed.{}')", path, mine.kind, k, k);
     if (stored->second != v) hyper.push_back(fmt::format("{} {} (file) vs {} (optimizer)", k, format_exact(stored->second), format_exact(v)));
   }
-  TG_CHECK(hyper.empty(), "load_checkpoint: '{}': {} hyperparameters differ: {}", path, mine.kind, join(hyper));
+  TG_CHECK(hyper.empty(), "checkpoint '{}': {} hyperparameters differ: {}", path, mine.kind, join(hyper));
   TG_CHECK(theirs.group_sizes == mine.group_sizes,
-           "load_checkpoint: '{}': the checkpoint's optimizer has parameter groups of sizes [{}] but this one [{}]", path,
+           "checkpoint '{}': the checkpoint's optimizer has parameter groups of sizes [{}] but this one [{}]", path,
            sizes(theirs.group_sizes), sizes(mine.group_sizes));
 
   // 2. Commit. The optimizer first (load_state checks all of it before replacing anything), then
@@ -249,13 +249,13 @@ int64_t load_checkpoint(const Checkpoint& ck, const std::string& path, const Mod
   try {
     optimizer.load_state(ck.optimizer_state);
   } catch (const Error& e) {
-    throw Error(fmt::format("load_checkpoint: '{}': {}", path, e.what()));
+    throw Error(fmt::format("checkpoint '{}': {}", path, e.what()));
   }
   try {
     load_model(ck.model_state);
   } catch (const Error& e) {
     optimizer.load_state(old_state);
-    throw Error(fmt::format("load_checkpoint: '{}': {}", path, e.what()));
+    throw Error(fmt::format("checkpoint '{}': {}", path, e.what()));
   } catch (...) {
     optimizer.load_state(old_state);
     throw;

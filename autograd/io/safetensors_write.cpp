@@ -94,7 +94,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
-  io::AtomicFile out(path, "save_safetensors");
+  io::AtomicFile out(path, "safetensors");
   out.write(len, 8);
   out.write(text.data(), text.size());
   for (const Item& it : items)
