@@ -302,7 +302,7 @@ TEST_CASE("graph: --cuda-graph on is refused where the step cannot be captured",
   CHECK_THROWS_WITH(o.validate(), Catch::Contains("--detect-anomaly"));
   o.detect_anomaly = false;
   lm::SftData sft;
-  sft.train.push_back(lm::SftExample{{1, 2, 3}, {0, 1, 1}, "x"});
+  sft.train.push_back(lm::SftExample{{1, 2, 3}, {0, 1, 1}, "x", ""});
   CHECK_THROWS_WITH(lm::Trainer(testing::tiny_gqa_lm(), o, sft), Catch::Contains("--sft pads each batch"));
   CHECK(lm::parse_cuda_graph_flag("on"));
   CHECK_FALSE(lm::parse_cuda_graph_flag("off"));
