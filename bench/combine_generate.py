@@ -234,8 +234,8 @@ if pre or fwd:
     print(f"| bench_train forward + cross-entropy (batch 8 × 256, recording the tape) | "
           f"{f(fwd[0]['tokens'] if fwd else None, 'd')} | {f(mf, ',.0f')} | {len(fwd)} |")
     print(f"| prefill / training forward | | {f(ratio(mp, mf), '.2f')}× | |")
-    print(f"(the prompt is the first 8 KiB of tinystories_train_head2MiB.txt, cut by --sliding to its last "
-          f"context − 1 = {pt if pt else '?'} tokens, the count `generate` prints; the rate is that over the printed "
+    print(f"(the prompt is the first 8 KiB of tinystories_train_head2MiB.txt, cut by sliding to its last "
+          f"{pt if pt else '?'} tokens (the context), the count `generate` prints; the rate is that over the printed "
           f"prefill time (the forward + picking the first token, 0.1 ms resolution). bench_train's: B·T / its median "
           f"'fwd+loss' time (the forward under autograd and the loss), "
           f"{f(fwd[0]['fwd_ms'] if fwd else None, '.0f')} ms in the first run.)")

@@ -459,9 +459,10 @@ PYEOF
           show "$OUT/gen_lm_torch2_$tag.txt"
         fi
         if [[ $cfg == tiny ]]; then
-          # (3) prefill: a prompt longer than the context, cut by --sliding to its last context − 1 tokens.
+          # (3) prefill: a prompt longer than the context, cut by sliding (the default) to its last context tokens
+          # (context − 1 before issue 38).
           head -c 8192 "$CORPUS" >"$OUT/prompt_long.txt"
-          echo "---- prefill tiny, 1 thread, run $r/$RUNS: tapegrad generate --prompt-file (cut to $((${ctx:-256} - 1)) tokens) ----"
+          echo "---- prefill tiny, 1 thread, run $r/$RUNS: tapegrad generate --prompt-file (cut to ${ctx:-256} tokens) ----"
           own_threads "$TOOL" generate --checkpoint "$CK" --tokenizer "$OUT/tok10k" --prompt-file "$OUT/prompt_long.txt" \
             --sliding --greedy --no-stop --max-tokens 1 --threads 1 >"$OUT/gen_prefill_ours_1_$r.txt" 2>&1 ||
             log "warning: prefill run failed"

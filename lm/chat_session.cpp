@@ -28,6 +28,8 @@ constexpr int64_t kAnswerRoom = 2;
 
 }  // namespace
 
+int64_t default_answer_room(int64_t max_tokens, int64_t context) { return std::min(max_tokens, context / 4) + 1; }
+
 ChatSession::ChatSession(const nn::TransformerLM& model, TextCodec& codec, const ChatTemplate& chat_template,
                          ChatOptions options)
     : model_(model),
@@ -44,6 +46,11 @@ ChatSession::ChatSession(const nn::TransformerLM& model, TextCodec& codec, const
     TG_CHECK(int64_t(id) < vocab, "chat: the template's token {} (id {}) is outside the model's vocabulary of {}",
              template_.special_text(id), id, vocab);
   TG_CHECK(options_.max_tokens >= 1, "--max-tokens must be at least 1, but is {}", options_.max_tokens);
+  TG_CHECK(options_.answer_room == 0 || options_.answer_room >= kAnswerRoom,
+           "--answer-room must be at least {} (an answer id and the closing end token), but is {}", kAnswerRoom,
+           options_.answer_room);
+  answer_room_ = options_.answer_room > 0 ? options_.answer_room
+                                          : default_answer_room(options_.max_tokens, cache_.capacity());
   (void)StopStrings(options_.stop);  // an empty stop string is refused now, not at the first reply
   start_ = codec.encode_prompt("");
   if (options_.system) append(start_, template_.encode_message(codec, {"system", *options_.system}));
@@ -107,7 +114,7 @@ ChatReply ChatSession::reply_unguarded(std::vector<uint32_t> current,
 
   // Prefill what the cache lacks: the new turn (and the start after construction or reset()), or,
   // when old turns had to go, everything that is left.
-  r.dropped_turns = drop_oldest_turns(current.size(), kAnswerRoom);
+  r.dropped_turns = drop_oldest_turns(current.size(), answer_room_);  // room for a whole answer, if turns allow
   if (r.dropped_turns > 0) cache_.reset();
   std::vector<uint32_t> feed = history();
   feed.erase(feed.begin(), feed.begin() + cache_.length());
@@ -153,6 +160,15 @@ ChatReply ChatSession::reply_unguarded(std::vector<uint32_t> current,
   const std::optional<uint32_t> end_of_text = codec_.stop_token();
   std::vector<uint32_t> answer;
   uint32_t prev = current.back();
+  bool first_text = codec_.pieces_carry_leading_space();  // drop the space the answer's first piece carries
+  auto piece_text = [&](uint32_t id) {
+    std::string text = codec_.decode_token(prev, id);
+    if (first_text && !text.empty()) {
+      if (text.front() == ' ') text.erase(0, 1);
+      first_text = false;
+    }
+    return text;
+  };
   // Invariant: before an id is fed, the cache has room for it and for the closing <|end|>.
   for (;;) {
     r.tokens.push_back(next);
@@ -161,7 +177,7 @@ ChatReply ChatSession::reply_unguarded(std::vector<uint32_t> current,
       break;
     }
     answer.push_back(next);
-    if (!template_.is_special(next)) emit(utf8.push(stop.push(codec_.decode_token(prev, next))));
+    if (!template_.is_special(next)) emit(utf8.push(stop.push(piece_text(next))));
     prev = next;
     feed_one(next, options_.max_tokens - int64_t(answer.size()) + 1);  // the feeds this answer may still need
     if (stop.stopped()) {

@@ -16,12 +16,18 @@
 // reads as the template renders a conversation.
 //
 // The context: an answer needs one position per drawn id and one for the closing <|end|>. Before the
-// prefill, the oldest turns are dropped (the start never) until the new turn fits with room for one
-// answer id and <|end|>; if the answer then runs out of room, more old turns are dropped — as many as the
-// rest of the answer (--max-tokens) needs, or all — and what is left (start, kept turns, the turn so far)
-// is prefilled again; `on_context_shift` says so each time. When no old turn is left to drop, the answer
-// ends (ChatStop::ContextFull). A new message that cannot fit with the
-// start and one answer token is refused before anything runs.
+// prefill, the oldest turns are dropped (the start never) until the new turn fits with `answer_room` free
+// positions after it (default_answer_room: a whole short answer and its <|end|>), so that an answer rarely
+// has to make room while it is being written. If an answer still runs out of room, more old turns are
+// dropped — as many as the rest of the answer (--max-tokens) needs, or all — and what is left (start, kept
+// turns, the turn and the answer so far) is prefilled again: the answer goes on from the ids already drawn,
+// neither restarted nor re-encoded; `on_context_shift` says so each time. When no old turn is left to drop,
+// the answer ends (ChatStop::ContextFull). A new message that cannot fit with the start, one answer id and
+// <|end|> is refused before anything runs.
+//
+// The text: a tokenizer whose pieces carry the space before a word (llama2.c's, SentencePiece's: " Once")
+// would begin every answer with a space; one leading space of an answer is dropped for those
+// (TextCodec::pieces_carry_leading_space), as llama2.c drops it after BOS.
 //
 // Device and sampling as lm::generate (lm/generate.h): the cache lives where the model is; greedy is an
 // argmax there, temperature / top-k / top-p draw on the host from the read-back row with one Sampler for
@@ -50,6 +56,8 @@ struct ChatOptions {
   int64_t max_tokens = 256;            // answer ids per turn at most (the closing <|end|> not counted)
   std::vector<std::string> stop;       // stop strings: the answer ends before the first one (not printed)
   std::optional<std::string> system;   // the system message
+  int64_t answer_room = 0;             // positions kept free before an answer starts (≥ 2: an answer id and
+                                       // <|end|>); 0: default_answer_room(max_tokens, context)
   // Called when old turns were dropped: how many, and how many ids were prefilled again.
   std::function<void(int64_t dropped_turns, int64_t reprefilled_tokens)> on_context_shift;
   // On a GPU, decode steps replay one captured CUDA graph (lm/graph_decoder.h; captured once per reply), with
@@ -58,6 +66,11 @@ struct ChatOptions {
 };
 
 enum class ChatStop { EndToken, StopString, MaxTokens, ContextFull };
+
+// The room kept free before an answer by default: min(max_tokens, context / 4) + 1 (the +1 for <|end|>).
+// A whole answer when the context is large (≥ 4 × max_tokens); on a small one a quarter of it — enough
+// for the short answers a small tuned model gives, while three quarters stay for the conversation.
+int64_t default_answer_room(int64_t max_tokens, int64_t context);
 
 struct ChatReply {
   std::string text;               // the answer as streamed: valid UTF-8, without a stop string or the
@@ -92,6 +105,7 @@ class ChatSession {
   int64_t cache_length() const { return cache_.length(); }
   size_t num_turns() const { return turns_.size(); }
   int64_t context_length() const { return cache_.capacity(); }
+  int64_t answer_room() const { return answer_room_; }
   const ChatTemplate& chat_template() const { return template_; }
 
  private:
@@ -108,6 +122,7 @@ class ChatSession {
   ChatOptions options_;
   Sampler sampler_;
   nn::KVCache cache_;
+  int64_t answer_room_ = 0;                   // options_.answer_room, or its default
   std::vector<uint32_t> start_;               // the tokenizer's start + the system message
   std::vector<std::vector<uint32_t>> turns_;  // each kept turn's ids
 };

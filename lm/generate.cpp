@@ -63,7 +63,7 @@ void check_generate_request(const nn::TransformerLM& model, std::span<const uint
   const int64_t needed = int64_t(prompt.size()) + o.max_tokens - 1;
   TG_CHECK(o.sliding || needed <= context,
            "generate: the prompt ({} tokens) and --max-tokens {} need {} positions, more than the model's context of "
-           "{} (use --sliding, a shorter prompt or fewer tokens)",
+           "{} (without --no-sliding it slides past the context; or a shorter prompt, fewer tokens)",
            prompt.size(), o.max_tokens, needed, context);
 }
 
@@ -79,8 +79,9 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
   GenerateResult r;
   r.prompt_tokens = int64_t(prompt.size());
   std::vector<uint32_t> all(prompt.begin(), prompt.end());  // prompt + generated: what a re-prefill re-reads
-  // With `sliding`, a prompt longer than the context is cut to its last context − 1 tokens.
-  const size_t first = o.sliding && int64_t(all.size()) > context - 1 ? all.size() - size_t(context - 1) : 0;
+  // With `sliding`, a prompt longer than the context is cut to its last `context` tokens.
+  const size_t first = o.sliding && int64_t(all.size()) > context ? all.size() - size_t(context) : 0;
+  if (first > 0) r.slid_tokens = 1;
 
   r.prefill_tokens = int64_t(all.size() - first);
   auto t0 = Clock::now();
@@ -100,10 +101,11 @@ GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t
       break;
     }
     if (n + 1 == o.max_tokens) break;
-    if (cache.length() == cache.capacity()) {  // only with `sliding`: re-read the last context − 1 tokens
+    if (cache.length() == cache.capacity()) {  // only with `sliding`: re-read the last `context` tokens
       cache.reset();
-      logits = model.forward(ids_as_batch(std::span(all).last(size_t(context - 1)), device), cache, /*last_only=*/true);
+      logits = model.forward(ids_as_batch(std::span(all).last(size_t(context)), device), cache, /*last_only=*/true);
       next = next_token(sampler, logits);
+      ++r.slid_tokens;
     } else if (graph && graph->available()) {
       next = graph->step(next, sampler, o.max_tokens - n - 1);  // greedy: up to that many replays per read
     } else {

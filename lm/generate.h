@@ -19,9 +19,11 @@
 // launches) with the same draw inside it — eager and graph decoding give the same tokens — and the ids
 // come back 8 at a time.
 //
-// Context: the prompt plus every generated token but the last must fit the model's context_length.
-// Without `sliding` a request that cannot fit is refused before anything runs; with it, when the
-// cache is full the model re-reads the last context_length − 1 tokens (a new prefill) and goes on.
+// Context: while the prompt plus every generated token but the last fit the model's context_length, every
+// token comes from the KV cache (exact). Past that, with `sliding` (the default), each further token is drawn
+// from a fresh prefill of the last context_length tokens — the window nanoGPT's sample.py crops to — and a
+// prompt longer than the context is cut to its last context_length tokens; GenerateResult::slid_tokens
+// counts the tokens drawn so. Without `sliding` a request that cannot fit is refused before anything runs.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -40,19 +42,21 @@ struct GenerateOptions {
   SamplerOptions sampling;             // greedy, temperature, top-k, top-p
   uint64_t seed = 0;
   std::optional<uint32_t> stop_token;  // end-of-text: generation stops after producing it
-  bool sliding = false;                // keep generating past the context (see above)
+  bool sliding = true;                 // past the context, re-read its last context_length tokens (see above);
+                                       // false: refuse a request that cannot fit
   bool cuda_graph = true;              // on a GPU, replay each decode step as a CUDA graph (lm/graph_decoder.h)
 };
 
 struct GenerateResult {
   std::vector<uint32_t> tokens;   // generated ids (the stop token included when it was produced)
   int64_t prompt_tokens = 0;
-  int64_t prefill_tokens = 0;     // tokens the prefill read: the prompt, or its last context − 1 with `sliding`
+  int64_t prefill_tokens = 0;     // tokens the prefill read: the prompt, or its last context_length with `sliding`
   double prefill_seconds = 0;     // the prompt's forward + the first sample
   double decode_seconds = 0;      // every later token (re-prefills of `sliding` included)
   int64_t decode_tokens = 0;      // tokens produced in decode_seconds
   bool stopped_at_stop_token = false;
   int64_t graph_steps = 0;        // decode steps replayed as a CUDA graph (0 on the CPU or with cuda_graph off)
+  int64_t slid_tokens = 0;        // tokens drawn from a window of the last context_length tokens (0: all fit)
 };
 
 // The next token from the last position of logits [B=1, T, V] (see above): sampler.sample(row) on the CPU; on
@@ -70,7 +74,7 @@ void check_generate_request(const nn::TransformerLM& model, std::span<const uint
 
 // Throws tapegrad::Error (before running anything) for an empty prompt, an id outside the model's
 // vocabulary (naming its position), max_tokens < 1, invalid sampling options, or a request past the
-// context without `sliding`. on_token is called with each id as soon as it is drawn.
+// context with `sliding` off. on_token is called with each id as soon as it is drawn.
 GenerateResult generate(const nn::TransformerLM& model, std::span<const uint32_t> prompt, const GenerateOptions& options,
                         const std::function<void(uint32_t)>& on_token = {});
 

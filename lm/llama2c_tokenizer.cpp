@@ -148,6 +148,7 @@ class Llama2cCodec final : public TextCodec {
   std::vector<uint32_t> encode_prompt(std::string_view text) override { return tok_.encode(text, true); }
   std::vector<uint32_t> encode_text(std::string_view text) override { return tok_.encode(text, false); }
   std::string decode_token(uint32_t prev, uint32_t id) override { return tok_.decode(prev, id); }
+  bool pieces_carry_leading_space() const override { return true; }
   // run.c ends generation when it samples BOS (a new sequence would begin), not at EOS.
   std::optional<uint32_t> stop_token() const override { return Llama2cTokenizer::kBos; }
   size_t vocab_size() const override { return tok_.vocab_size(); }

@@ -66,6 +66,7 @@ class SpecialTokensCodec final : public TextCodec {
       if (id == special) return text;
     return base_->decode_token(prev, id);
   }
+  bool pieces_carry_leading_space() const override { return base_->pieces_carry_leading_space(); }
   std::optional<uint32_t> stop_token() const override { return base_->stop_token(); }
   size_t vocab_size() const override { return vocab_; }
   std::string kind() const override { return base_->kind(); }

@@ -35,6 +35,9 @@ class TextCodec {
   // The bytes token `id` adds after token `prev` (tokenizers such as SentencePiece drop a leading
   // space after BOS); throws tapegrad::Error for an id outside the vocabulary.
   virtual std::string decode_token(uint32_t prev, uint32_t id) = 0;
+  // True when pieces carry the space before a word (SentencePiece's "▁Once", llama2.c's " Once"): a text that
+  // starts mid-sequence (a chat answer) then begins with a space, which chat drops (lm/chat_session.h).
+  virtual bool pieces_carry_leading_space() const { return false; }
   virtual std::optional<uint32_t> stop_token() const = 0;  // end of text, if the tokenizer has one
   virtual size_t vocab_size() const = 0;
   virtual std::string kind() const = 0;                    // "bpe", …

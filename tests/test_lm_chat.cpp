@@ -3,9 +3,14 @@
 //  * greedy answers through the kept cache equal those of a fresh prefill of the whole history;
 //  * the oldest turns are dropped (the system message never) when the history outgrows the context; an
 //    answer that fills the context alone ends, a message that cannot fit is refused, the session unchanged;
+//  * before an answer the oldest turns make room for a whole answer (answer_room): on a small context each turn
+//    of a long conversation then answers exactly as that turn alone, and no answer is cut to make room;
+//  * a tokenizer whose pieces carry the space before a word: the answer's one leading space is dropped;
 //  * stop strings end the answer (across tokens), the end token ends it, /reset keeps the system message;
 //  * stop strings on a byte stream, split anywhere.
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 
 #include "lm/chat_session.h"
 #include "lm/generate.h"
@@ -199,6 +204,85 @@ TEST_CASE("chat: an answer that fills the context alone ends, a message that can
   const lm::ChatReply ok = chat.reply(std::string(23, 'b'));
   CHECK(ok.dropped_turns == 1);
   CHECK(chat.num_turns() == 1);
+}
+
+TEST_CASE("chat: with room for a whole answer, each turn of a long conversation answers as that turn alone",
+          "[chat]") {
+  // Context 64, answers of up to 8 ids: the default room is min(8, 64 / 4) + 1 = 9. A message of 23 letters is 26
+  // ids with its template tokens; with the previous turn (27 ids + its answer) no whole answer fits, so that turn
+  // goes before the answer starts. (Room for just one id, as before, kept it: the answer then began after the old
+  // turn and dropped it half-way, reading on from another context: other ids than the turn alone.)
+  LetterCodec codec;
+  const auto model = testing::chat_model(64, 11);
+  lm::ChatOptions o = greedy_options(8);
+  o.system = "ab";
+  std::vector<std::string> events;  // per reply: "shift" or "text", in order
+  o.on_context_shift = [&](int64_t, int64_t) { events.push_back("shift"); };
+  lm::ChatSession conversation(*model, codec, codec.chat, o);
+  CHECK(conversation.answer_room() == 9);
+  CHECK(lm::default_answer_room(256, 64) == 17);
+  CHECK(lm::default_answer_room(100, 1024) == 101);
+  int shifted = 0;
+  for (int turn = 0; turn < 12; ++turn) {
+    std::string user;
+    for (int i = 0; i < 23; ++i) user += char('a' + (turn * 7 + i * (turn % 3 + 1)) % 16);
+    lm::ChatSession alone(*model, codec, codec.chat, o);
+    const lm::ChatReply want = alone.reply(user);
+    events.clear();
+    const lm::ChatReply got = conversation.reply(user, [&](std::string_view) { events.push_back("text"); });
+    INFO("turn " << turn);
+    CHECK(got.text == want.text);
+    CHECK(got.tokens == want.tokens);
+    // Old turns went before the answer started, never while it was written.
+    const auto first_text = std::find(events.begin(), events.end(), "text");
+    CHECK(std::find(first_text, events.end(), "shift") == events.end());
+    shifted += got.dropped_turns > 0;
+  }
+  CHECK(shifted >= 10);  // the conversation did outgrow the context
+  // --answer-room below 2 (an answer id and <|end|>) is refused.
+  o.answer_room = 1;
+  CHECK_THROWS_WITH(lm::ChatSession(*model, codec, codec.chat, o), Catch::Contains("--answer-room must be at least 2"));
+}
+
+namespace {
+
+// LetterCodec with SentencePiece-style pieces: each letter decodes as " x" (the space before a word).
+class SpacedLetters final : public lm::TextCodec {
+ public:
+  explicit SpacedLetters(bool carries) : carries_(carries) {}
+  std::vector<uint32_t> encode_prompt(std::string_view text) override { return letters_.encode_prompt(text); }
+  std::vector<uint32_t> encode_text(std::string_view text) override { return letters_.encode_text(text); }
+  std::string decode_token(uint32_t prev, uint32_t id) override {
+    const std::string s = letters_.decode_token(prev, id);
+    return id < LetterCodec::kLetters ? " " + s : s;
+  }
+  bool pieces_carry_leading_space() const override { return carries_; }
+  std::optional<uint32_t> stop_token() const override { return std::nullopt; }
+  size_t vocab_size() const override { return letters_.vocab_size(); }
+  std::string kind() const override { return "spaced letters"; }
+
+ private:
+  LetterCodec letters_;
+  bool carries_;
+};
+
+}  // namespace
+
+TEST_CASE("chat: an answer of a tokenizer whose pieces carry the leading space does not start with a space",
+          "[chat]") {
+  const auto model = testing::chat_model(64, 3);
+  const lm::ChatOptions o = greedy_options(6);
+  SpacedLetters spaced(true), plain(false);
+  const lm::ChatTemplate t = LetterCodec().chat;
+  std::string streamed;
+  lm::ChatSession session(*model, spaced, t, o);
+  const lm::ChatReply r = session.reply("abc", [&](std::string_view s) { streamed += s; });
+  const lm::ChatReply kept = lm::ChatSession(*model, plain, t, o).reply("abc");
+  REQUIRE(kept.text.size() >= 2);
+  CHECK(kept.text.front() == ' ');  // without the flag the space stays
+  CHECK(r.tokens == kept.tokens);
+  CHECK(r.text == kept.text.substr(1));  // one space dropped, the others kept
+  CHECK(streamed == r.text);
 }
 
 TEST_CASE("chat: a stop string ends the answer before it, even across tokens", "[chat]") {

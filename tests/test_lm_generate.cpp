@@ -1,7 +1,7 @@
 // test_lm_generate.cpp — lm::generate: greedy generation through the KV cache picks the argmax of
-// repeated full forwards; the same seed gives the same tokens; the stop token ends it; --sliding goes
-// past the context (and then matches full forwards over the last context − 1 tokens); every request
-// that cannot run is refused before anything runs.
+// repeated full forwards; the same seed gives the same tokens; the stop token ends it; by default it slides
+// past the context (and then matches full forwards over the last `context` tokens, as nanoGPT crops); every
+// request that cannot run (past the context only with sliding off) is refused before anything runs.
 #include <catch2/catch.hpp>
 
 #include "autograd/tapegrad.h"
@@ -84,22 +84,26 @@ TEST_CASE("generate: seeds, the stop token, sliding past the context", "[lm][gen
   CHECK(stopped.tokens == std::vector<uint32_t>(a.begin(), a.begin() + long(at) + 1));
   o.stop_token.reset();
 
-  // Sliding: 30 tokens from a context of 12; after the cache fills, each token is the greedy pick over
-  // the last 11 tokens.
+  // Sliding, the default: 30 tokens from a context of 12; after the cache fills, each token is the greedy
+  // pick over the last 12 tokens (nanoGPT's crop). Sliding off: refused, naming the flag that turns it off.
   o.sampling = lm::SamplerOptions{};
   o.sampling.greedy = true;
   o.max_tokens = 30;
-  CHECK_THROWS_WITH(lm::generate(lm, prompt, o), Catch::Contains("more than the model's context of 12") &&
-                                                     Catch::Contains("--sliding"));
-  o.sliding = true;
   const lm::GenerateResult slid = lm::generate(lm, prompt, o);
   REQUIRE(slid.tokens.size() == 30);
   std::vector<uint32_t> expected = greedy_by_full_forwards(lm, prompt, 10, 12);  // while it fits: the whole prefix
   std::vector<uint32_t> seq = prompt;
   seq.insert(seq.end(), expected.begin(), expected.end());
-  const auto rest = greedy_by_full_forwards(lm, seq, 20, 11);
+  const auto rest = greedy_by_full_forwards(lm, seq, 20, 12);
   expected.insert(expected.end(), rest.begin(), rest.end());
   CHECK(slid.tokens == expected);
+  CHECK(slid.slid_tokens == 20);  // the first 10 fit: through the KV cache
+  o.max_tokens = 10;
+  CHECK(lm::generate(lm, prompt, o).slid_tokens == 0);
+  o.max_tokens = 30;
+  o.sliding = false;
+  CHECK_THROWS_WITH(lm::generate(lm, prompt, o), Catch::Contains("more than the model's context of 12") &&
+                                                     Catch::Contains("--no-sliding"));
 }
 
 TEST_CASE("generate: requests that cannot run are refused before anything runs", "[lm][generate]") {
@@ -112,6 +116,7 @@ TEST_CASE("generate: requests that cannot run are refused before anything runs",
   o.max_tokens = 0;
   CHECK_THROWS_WITH(lm::generate(lm, std::vector<uint32_t>{1}, o), Catch::Contains("--max-tokens"));
   o.max_tokens = 5;
+  o.sliding = false;
   o.sampling.top_p = 0;
   CHECK_THROWS_WITH(lm::generate(lm, std::vector<uint32_t>{1}, o), Catch::Contains("--top-p"));
   o.sampling.top_p = 1;
@@ -120,14 +125,15 @@ TEST_CASE("generate: requests that cannot run are refused before anything runs",
   o.sampling.temperature = 1;
   o.sampling.top_k = -2;
   CHECK_THROWS_WITH(lm::generate(lm, std::vector<uint32_t>{1}, o), Catch::Contains("--top-k"));
-  // A prompt longer than the context: refused without sliding, cut to its last 11 tokens with it.
+  // A prompt longer than the context: refused without sliding, cut to its last 12 tokens with it.
   o.sampling.top_k = 0;
   const std::vector<uint32_t> long_prompt(20, 3);
   CHECK_THROWS(lm::generate(lm, long_prompt, o));
   o.sliding = true;
   o.sampling.greedy = true;
   const lm::GenerateResult cut = lm::generate(lm, long_prompt, o);
-  CHECK(cut.tokens == greedy_by_full_forwards(lm, long_prompt, 5, 11));
+  CHECK(cut.tokens == greedy_by_full_forwards(lm, long_prompt, 5, 12));
   CHECK(cut.prompt_tokens == 20);
-  CHECK(cut.prefill_tokens == 11);
+  CHECK(cut.prefill_tokens == 12);
+  CHECK(cut.slid_tokens == 5);
 }

@@ -1,7 +1,8 @@
 // test_tool_chat.cpp — `tapegrad chat` on a micro model instruction-tuned here (train --sft, a byte
-// tokenizer): through a pipe (one turn per line, /reset, /quit, no prompt, stop strings, old turns dropped
-// with a line on stderr) and through a pseudo-terminal (the "> " prompt, a streamed answer, /quit); a
-// checkpoint without a chat template and a bad --device are refused with one clear line.
+// tokenizer): through a pipe (one turn per line, an empty line for an empty line, /reset, /quit, /help, an
+// unknown /word refused, no prompt, stop strings, old turns dropped with a line on stderr) and through a
+// pseudo-terminal (the "> " prompt, a streamed answer, /quit, errors as one "chat: …" line); a checkpoint without
+// a chat template and a bad --device are refused with one clear line.
 #include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
@@ -136,8 +137,9 @@ TEST_CASE("tool: chat through a pipe: one answer per turn, /reset, /quit, no pro
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   const std::vector<std::string> answers = lines_of(r.out);
-  REQUIRE(answers.size() == 3);  // ann, bob, ann again (the empty line is skipped, /quit ends it)
+  REQUIRE(answers.size() == 4);  // ann, bob, ann again, the empty line's empty line (/quit ends it)
   CHECK(answers[2] == answers[0]);  // after /reset the same first turn gives the same greedy answer
+  CHECK(answers[3].empty());
   CHECK(r.out.find("> ") == std::string::npos);  // no prompt when stdin is not a terminal
   CHECK(r.err.find("chat with") == std::string::npos);
   // Each answer is at most --max-tokens 6 byte tokens (a byte outside UTF-8: 3 bytes of U+FFFD), without
@@ -146,6 +148,30 @@ TEST_CASE("tool: chat through a pipe: one answer per turn, /reset, /quit, no pro
     CHECK(a.size() <= 6 * 3);
     CHECK(a.find("<|") == std::string::npos);
   }
+}
+
+TEST_CASE("tool: chat through a pipe: an empty line gets an empty line, /help lists the commands, /rest is refused",
+          "[chat][tool]") {
+  ChatRun run;
+  // One line out per line in, so that answers line up with questions (before: the empty line gave none).
+  const ToolResult r = run.chat_piped("ann\n\nbob\n", {"--stop", "\n"}, "empty");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> out = lines_of(r.out);
+  REQUIRE(out.size() == 3);
+  CHECK(out[1].empty());
+  // The empty line was not sent to the model: bob's answer is the one that follows ann's turn directly.
+  CHECK(out[2] == lines_of(run.chat_piped("ann\nbob\n", {"--stop", "\n"}, "no_empty").out).at(1));
+  // /help: the commands on stderr, nothing for the model, nothing on stdout.
+  const ToolResult help = run.chat_piped("/help\nann\n", {"--stop", "\n"}, "help");
+  CHECK(help.exit_code == 0);
+  CHECK(lines_of(help.out) == std::vector<std::string>{out[0]});
+  for (const char* c : {"/help", "/reset", "/quit", "//text"}) CHECK(help.err.find(c) != std::string::npos);
+  // A mistyped command is refused naming the nearest one, never sent to the model; piped, the exit status says so.
+  const ToolResult typo = run.chat_piped("ann\n/rest\nbob\n", {"--stop", "\n"}, "typo");
+  CHECK(typo.exit_code == 2);
+  CHECK(lines_of(typo.out) == std::vector<std::string>{out[0]});
+  CHECK(lines_of(typo.err).back().starts_with("tapegrad: chat: unknown command /rest (did you mean /reset?)"));
 }
 
 TEST_CASE("tool: chat drops the oldest turns when the context is full and says so on stderr", "[chat][tool]") {
@@ -182,6 +208,27 @@ TEST_CASE("tool: chat on a terminal: a prompt, the streamed answer, /quit", "[ch
   const std::string err((std::istreambuf_iterator<char>(err_file)), std::istreambuf_iterator<char>());
   CHECK(err.find("chat with") != std::string::npos);  // the banner, on a terminal only
   CHECK(err.find("/reset, /quit") != std::string::npos);
+}
+
+TEST_CASE("tool: chat on a terminal: an error or an unknown command is one line \"chat: …\" and the chat goes on",
+          "[chat][tool]") {
+  ChatRun run;
+  PtyTool tty(run.chat_args({"--stop", "\n"}), run.dir.file("tty_err.err"));
+  CHECK(tty.read_at_least(2) == "> ");
+  const std::string too_long(60, 'x');  // more than the context of 40
+  tty.write_line(too_long);
+  std::string want = "> " + too_long + "\r\n> ";
+  CHECK(tty.read_at_least(want.size()) == want);
+  tty.write_line("/rest");
+  want += "/rest\r\n> ";
+  CHECK(tty.read_at_least(want.size()) == want);
+  tty.write_line("/quit");
+  CHECK(tty.wait_exit() == 0);
+  std::ifstream err_file(run.dir.file("tty_err.err"));
+  const std::string err((std::istreambuf_iterator<char>(err_file)), std::istreambuf_iterator<char>());
+  CHECK(err.find("\nchat: this message takes") != std::string::npos);
+  CHECK(err.find("chat: chat:") == std::string::npos);  // before: the prefix twice
+  CHECK(err.find("\nchat: unknown command /rest (did you mean /reset?)") != std::string::npos);
 }
 
 TEST_CASE("tool: chat refuses a checkpoint without a chat template, a bad --cuda-graph, and eval, generate and chat a "

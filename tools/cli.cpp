@@ -12,6 +12,7 @@
 
 #include "autograd/tapegrad.h"
 #include "kernels/backend.h"
+#include "lm/edit_distance.h"
 #include "lm/quantized_model.h"
 #include "lm/run_dir.h"
 
@@ -41,26 +42,6 @@ void refuse_negative_unsigned(const po::parsed_options& parsed, const po::option
 
 }  // namespace
 
-namespace {
-
-// Levenshtein distance: the fewest single-character insertions, deletions and substitutions from a to b.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-}  // namespace
-
 std::string nearest_option(const po::options_description& opts, const std::string& given) {
   std::string name = given;
   while (name.starts_with("-")) name.erase(0, 1);
@@ -70,7 +51,7 @@ std::string nearest_option(const po::options_description& opts, const std::strin
   for (const auto& option : opts.options()) {
     const std::string& candidate = option->long_name();
     if (candidate.empty()) continue;
-    const size_t d = edit_distance(name, candidate);
+    const size_t d = lm::edit_distance(name, candidate);
     if (best.empty() || d < best_distance) best = candidate, best_distance = d;
   }
   // Close enough to be a slip: at most 2 edits, and fewer than a third of the name's letters.

@@ -1,6 +1,7 @@
 // cmd_generate.cpp — `tapegrad generate`: text from a checkpoint, streamed to stdout as it is drawn
 // (lm::generate: prefill + KV-cache decode; lm::Utf8Stream holds back a UTF-8 character split across
-// tokens); prefill and decode tokens/s on stderr at the end.
+// tokens); prefill and decode tokens/s on stderr at the end. Past the model's context it slides (lm/generate.h)
+// and says so once on stderr; --no-sliding refuses such a request before anything is printed.
 //   tapegrad generate --checkpoint run/checkpoints/best.safetensors --prompt "Once upon a time" --max-tokens 200
 //   tapegrad generate --checkpoint run --prompt "Once" --device cuda   (model and KV cache on the GPU: lm/generate.h)
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include <iterator>
 
 #include "data/file_io.h"
+#include "lm/decode_threads.h"
 #include "lm/generate.h"
 #include "lm/model_io.h"
 #include "lm/quantized_model.h"
@@ -47,7 +49,9 @@ int cmd_generate(Args args) {
       "prompt-file", po::value<std::string>(), "read the prompt from this file (default: --prompt, else stdin)")(
       "max-tokens", po::value<int64_t>()->default_value(200), "tokens to generate at most")(
       "seed", po::value<uint64_t>()->default_value(1), "sampling seed (the same seed gives the same text on every machine)")(
-      "sliding", po::bool_switch(), "past the context, keep the last context − 1 tokens and go on")(
+      "sliding", po::bool_switch(),
+      "past the context, draw each token from the last context tokens (the default; said once on stderr)")(
+      "no-sliding", po::bool_switch(), "refuse a prompt + --max-tokens that does not fit the context")(
       "no-stop", po::bool_switch(), "do not stop at the end-of-text token")(
       "special-tokens", po::bool_switch(),
       "read special tokens in the prompt (<|endoftext|>, a chat template's <|user|> …) as their ids "
@@ -55,7 +59,8 @@ int cmd_generate(Args args) {
       "device", po::value<std::string>()->default_value("cpu"), "where the model runs: cpu, cuda or cuda:N")(
       "cuda-graph", po::value<std::string>()->default_value("on"),
       "on|off: with --device cuda, replay each decode step as a CUDA graph (the same tokens, fewer launches)")(
-      "threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
+      "threads", po::value<int>()->default_value(0),
+      "CPU threads (0: by the model's size, capped by the idle cores: lm/decode_threads.h)");
   add_sampling_options(opts);
   add_precision_option(opts, "the model");
   po::variables_map vm;
@@ -69,7 +74,8 @@ int cmd_generate(Args args) {
   o.max_tokens = vm["max-tokens"].as<int64_t>();
   o.sampling = sampling_options(vm);  // bad options are refused before the model is read
   o.seed = vm["seed"].as<uint64_t>();
-  o.sliding = vm["sliding"].as<bool>();
+  TG_CHECK(!(vm["sliding"].as<bool>() && vm["no-sliding"].as<bool>()), "give --sliding or --no-sliding, not both");
+  o.sliding = !vm["no-sliding"].as<bool>();
   o.cuda_graph = lm::parse_cuda_graph_flag(vm["cuda-graph"].as<std::string>());
   const std::string prompt = read_prompt(vm);
 
@@ -78,6 +84,7 @@ int cmd_generate(Args args) {
   move_to_device(loaded, device, path);
   const optim::Checkpoint& ck = loaded.info;
   const auto& model = loaded.model;
+  if (vm["threads"].as<int>() == 0) set_num_threads(lm::decode_threads_here(model->config.parameter_count()));
   const auto codec =
       lm::codec_for_checkpoint(ck, path, vm.count("tokenizer") ? vm["tokenizer"].as<std::string>() : "");
   TG_CHECK(int64_t(codec->vocab_size()) == model->config.vocab_size,
@@ -102,11 +109,20 @@ int cmd_generate(Args args) {
   });
   std::fputs((stream.finish() + "\n").c_str(), stdout);
   std::fflush(stdout);
+  const int64_t context = model->config.context_length;
+  if (r.slid_tokens > 0)
+    std::fprintf(stderr,
+                 "generate: the text outgrew the context of %lld tokens: sliding (each token past it re-reads the last "
+                 "%lld); --no-sliding refuses such a request instead\n",
+                 (long long)context, (long long)context);
   const std::string graphs = r.graph_steps > 0 ? fmt::format(", {} as CUDA graph replays", r.graph_steps) : "";
-  std::fprintf(stderr, "prefill: %lld tokens in %.1f ms (%.0f tok/s); decode: %lld tokens in %.2f s (%.1f tok/s%s)%s\n",
+  const std::string threads =
+      device.type == DeviceType::CPU ? fmt::format("; {} thread{}", num_threads(), num_threads() == 1 ? "" : "s") : "";
+  std::fprintf(stderr,
+               "prefill: %lld tokens in %.1f ms (%.0f tok/s); decode: %lld tokens in %.2f s (%.1f tok/s%s)%s%s\n",
                (long long)r.prefill_tokens, r.prefill_seconds * 1e3, double(r.prefill_tokens) / r.prefill_seconds,
                (long long)r.decode_tokens, r.decode_seconds,
-               r.decode_tokens > 0 ? double(r.decode_tokens) / r.decode_seconds : 0.0, graphs.c_str(),
+               r.decode_tokens > 0 ? double(r.decode_tokens) / r.decode_seconds : 0.0, graphs.c_str(), threads.c_str(),
                r.stopped_at_stop_token ? "; stopped at the end-of-text token" : "");
   return 0;
 }
