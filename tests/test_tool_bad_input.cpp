@@ -142,7 +142,7 @@ TEST_CASE("tool: another config, another tokenizer, a longer context, a full dis
   require_clean_error(f.tool({"eval", "--checkpoint", ckpt, "--data", f.dir.file("big.bin")}), "token id 700");
   require_clean_error(f.tool({"eval", "--checkpoint", f.text, "--data", f.train_bin}), f.text);
 
-  // generate: bad sampling options, a request past the context, another tokenizer — nothing printed.
+  // generate: bad sampling options, past the context with --no-sliding, another tokenizer — nothing printed.
   const std::vector<std::string> gen{"generate", "--checkpoint", ckpt, "--prompt", "Once upon a time"};
   auto gen_with = [&](std::vector<std::string> more) {
     auto a = gen;
@@ -152,10 +152,10 @@ TEST_CASE("tool: another config, another tokenizer, a longer context, a full dis
   require_clean_error(gen_with({"--top-p", "1.5"}), "--top-p must be in (0, 1]");
   require_clean_error(gen_with({"--top-k", "-1"}), "--top-k");
   require_clean_error(gen_with({"--temperature", "-0.5"}), "--temperature");
-  require_clean_error(gen_with({"--max-tokens", "40"}), "more than the model's context of 32");
+  require_clean_error(gen_with({"--max-tokens", "40", "--no-sliding"}), "more than the model's context of 32");
   require_clean_error(gen_with({"--tokenizer", f.tok300}), "is not the one checkpoint");
   require_clean_error(gen_with({"--cuda-graph", "maybe"}), "--cuda-graph must be on or off, but is 'maybe'");
-  CHECK(gen_with({"--max-tokens", "40"}).out.empty());
+  CHECK(gen_with({"--max-tokens", "40", "--no-sliding"}).out.empty());
   require_clean_error(f.tool({"info", "--checkpoint", f.dir.file("nope.safetensors")}), "nope.safetensors");
 
   // The disk fills up (RLIMIT_FSIZE 64 KiB, a checkpoint is larger) while checkpointing at step 10
