@@ -208,12 +208,13 @@ TEST_CASE("chat: an answer that fills the context alone ends, a message that can
 
 TEST_CASE("chat: with room for a whole answer, each turn of a long conversation answers as that turn alone",
           "[chat]") {
-  // Context 64, answers of up to 8 ids: the default room is min(8, 64 / 4) + 1 = 9. A message of 23 letters is 26
-  // ids with its template tokens; with the previous turn (27 ids + its answer) no whole answer fits, so that turn
-  // goes before the answer starts. (Room for just one id, as before, kept it: the answer then began after the old
-  // turn and dropped it half-way, reading on from another context: other ids than the turn alone.)
+  // Context 64, answers of up to 8 ids: the default room is min(8, 64 / 4) + 1 = 9. The system message is 4 ids, a
+  // message of 21 letters 24 with its template tokens; after the previous turn (25 ids + its answer of a ≥ 3 ids)
+  // 4 + 25 + a + 24 + 9 > 64: no whole answer fits, so that turn goes before the answer starts. (Room for one id
+  // and <|end|>, as before, kept it: the answer then began after the old turn and dropped it half-way, reading on
+  // from another context: other ids than the turn alone.)
   LetterCodec codec;
-  const auto model = testing::chat_model(64, 11);
+  const auto model = testing::chat_model(64, 29);  // answers of 8 ids (seed 11 draws <|end|> at once)
   lm::ChatOptions o = greedy_options(8);
   o.system = "ab";
   std::vector<std::string> events;  // per reply: "shift" or "text", in order
@@ -225,7 +226,7 @@ TEST_CASE("chat: with room for a whole answer, each turn of a long conversation 
   int shifted = 0;
   for (int turn = 0; turn < 12; ++turn) {
     std::string user;
-    for (int i = 0; i < 23; ++i) user += char('a' + (turn * 7 + i * (turn % 3 + 1)) % 16);
+    for (int i = 0; i < 21; ++i) user += char('a' + (turn * 7 + i * (turn % 3 + 1)) % 16);
     lm::ChatSession alone(*model, codec, codec.chat, o);
     const lm::ChatReply want = alone.reply(user);
     events.clear();
