@@ -4,7 +4,8 @@
 //  * the oldest turns are dropped (the system message never) when the history outgrows the context; an
 //    answer that fills the context alone ends, a message that cannot fit is refused, the session unchanged;
 //  * before an answer the oldest turns make room for a whole answer (answer_room): on a small context each turn
-//    of a long conversation then answers exactly as that turn alone, and no answer is cut to make room;
+//    of a long conversation then answers exactly as that turn alone, and no answer is cut to make room; an answer
+//    that still reaches the end of the context goes on from the ids it drew;
 //  * a tokenizer whose pieces carry the space before a word: the answer's one leading space is dropped;
 //  * stop strings end the answer (across tokens), the end token ends it, /reset keeps the system message;
 //  * stop strings on a byte stream, split anywhere.
@@ -243,6 +244,51 @@ TEST_CASE("chat: with room for a whole answer, each turn of a long conversation 
   // --answer-room below 2 (an answer id and <|end|>) is refused.
   o.answer_room = 1;
   CHECK_THROWS_WITH(lm::ChatSession(*model, codec, codec.chat, o), Catch::Contains("--answer-room must be at least 2"));
+}
+
+TEST_CASE("chat: an answer that reaches the end of the context goes on from the ids it drew, old turns dropped",
+          "[chat]") {
+  // The room of one id and <|end|> (as before issue 38): answers start after the old turns and have to drop them
+  // half-way. The ids drawn before the drop stay; the rest is the greedy continuation of what is left — the start,
+  // the kept turns, this turn and those ids — not a restart.
+  LetterCodec codec;
+  const auto model = testing::chat_model(64, 29);
+  lm::ChatOptions o = greedy_options(8);
+  o.system = "ab";
+  o.answer_room = 2;
+  std::vector<int64_t> rereads;
+  o.on_context_shift = [&](int64_t, int64_t reread) { rereads.push_back(reread); };
+  lm::ChatSession chat(*model, codec, codec.chat, o);
+  const lm::ChatTemplate& t = codec.chat;
+  int checked = 0;
+  for (int turn = 0; turn < 8; ++turn) {
+    std::string user;
+    for (int i = 0; i < 21; ++i) user += char('a' + (turn * 5 + i * (turn % 4 + 1)) % 16);
+    const std::vector<uint32_t> before = chat.history();
+    rereads.clear();
+    const lm::ChatReply r = chat.reply(user);
+    if (rereads.size() != 1 || r.prefill_tokens == rereads[0]) continue;  // no drop, or a drop before the answer
+    INFO("turn " << turn);
+    const std::vector<uint32_t> after = chat.history(), turn_ids = rendered_turn(t, user, r);
+    const std::vector<uint32_t> kept(after.begin(), after.end() - long(turn_ids.size()));
+    const auto drawn = size_t(rereads[0] - int64_t(kept.size()) - int64_t(user.size() + 3));  // ids before the drop
+    REQUIRE(drawn >= 1);
+    REQUIRE(drawn < r.tokens.size());
+    const std::vector<uint32_t> head(r.tokens.begin(), r.tokens.begin() + long(drawn));
+    CHECK(fresh_answer(*model, t, before, user, int64_t(drawn)) == head);  // drawn after the whole history
+    std::vector<uint32_t> reread = kept;  // what was read again: kept history, this turn, the ids drawn
+    reread.insert(reread.end(), turn_ids.begin(), turn_ids.begin() + long(user.size() + 3));
+    reread.insert(reread.end(), head.begin(), head.end());
+    CHECK(int64_t(reread.size()) == rereads[0]);
+    lm::GenerateOptions g;
+    g.sampling.greedy = true;
+    g.max_tokens = 8 - int64_t(drawn);
+    g.stop_token = t.end_id;
+    const std::vector<uint32_t> rest = lm::generate(*model, reread, g).tokens;
+    CHECK(std::vector<uint32_t>(r.tokens.begin() + long(drawn), r.tokens.end()) == rest);
+    ++checked;
+  }
+  CHECK(checked >= 3);
 }
 
 namespace {
