@@ -13,10 +13,13 @@
 
 #include <algorithm>
 
+#include "data/bpe_model.h"
 #include "lm/chat_session.h"
 #include "lm/generate.h"
+#include "lm/llama2c_tokenizer.h"
 #include "lm/stop_strings.h"
 #include "tests/chat_fixture.h"
+#include "tests/shared_fixture.h"
 
 using namespace tapegrad;
 using tapegrad::testing::LetterCodec;
@@ -330,6 +333,15 @@ TEST_CASE("chat: an answer of a tokenizer whose pieces carry the leading space d
   CHECK(r.tokens == kept.tokens);
   CHECK(r.text == kept.text.substr(1));  // one space dropped, the others kept
   CHECK(streamed == r.text);
+  // llama2.c's tokenizer is such a tokenizer (also with a chat template's ids appended); byte-level BPE is not.
+  const auto llama2c = lm::make_llama2c_codec(testing::shared_path("data/llama2c/tok512.bin"), 512);
+  CHECK(llama2c->pieces_carry_leading_space());
+  CHECK(lm::with_special_tokens(lm::make_llama2c_codec(testing::shared_path("data/llama2c/tok512.bin"), 512),
+                                {{512, "<|end|>"}})
+            ->pieces_carry_leading_space());
+  data::BpeModel bytes;
+  for (int b = 0; b < 256; ++b) bytes.vocab.emplace_back(1, char(b));
+  CHECK_FALSE(lm::make_bpe_codec(bytes)->pieces_carry_leading_space());
 }
 
 TEST_CASE("chat: a stop string ends the answer before it, even across tokens", "[chat]") {
