@@ -45,7 +45,9 @@ std::string slurp(const std::string& path) {
 }
 
 // run.c's layout: <unk>, <s>, </s>, the byte pieces (`bytes` replaces some of them), then `extra`.
-std::string tokenizer_file(const std::vector<Piece>& extra, const std::vector<std::pair<int, std::string>>& bytes = {}) {
+using BytePieces = std::vector<std::pair<int, std::string>>;  // (byte, the text of its piece)
+
+std::string tokenizer_file(const std::vector<Piece>& extra, const BytePieces& bytes = {}) {
   std::vector<Piece> pieces = {{"<unk>", 0.0f}, {"\n<s>\n", 0.0f}, {"\n</s>\n", 0.0f}};
   for (int b = 0; b < 256; ++b) pieces.emplace_back(fmt::format("<0x{:02X}>", b), 0.0f);
   for (const auto& [b, text] : bytes) pieces[size_t(3 + b)].first = text;
@@ -66,8 +68,7 @@ std::string tokenizer_file(const std::vector<Piece>& extra, const std::vector<st
 struct Synthetic {
   std::string path;
   std::unique_ptr<lm::Llama2cTokenizer> tok;
-  Synthetic(const std::string& name, const std::vector<Piece>& extra,
-            const std::vector<std::pair<int, std::string>>& bytes = {})
+  Synthetic(const std::string& name, const std::vector<Piece>& extra, const BytePieces& bytes = {})
       : path(temp_path(name)) {
     std::ofstream(path, std::ios::binary) << tokenizer_file(extra, bytes);
     tok = std::make_unique<lm::Llama2cTokenizer>(path, lm::Llama2cTokenizer::count_tokens(path));
@@ -100,7 +101,7 @@ std::vector<Piece> rich_pieces() {
 }
 
 // Byte pieces that are not "<0x..>": empty, a character that has its own piece, a text of two characters.
-std::vector<std::pair<int, std::string>> odd_byte_pieces() {
+BytePieces odd_byte_pieces() {
   return {{'q', ""}, {'z', "z"}, {0xFF, ""}, {0xFE, "ab"}, {0x80, "<0x80>x"}, {'\n', " "}, {0xE6, "a "}};
 }
 

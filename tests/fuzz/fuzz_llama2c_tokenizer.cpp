@@ -29,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     bool byte_pieces = true;
     for (uint32_t b = 0; b < 256; ++b) byte_pieces = byte_pieces && tok.piece(b + 3) == fmt::format("<0x{:02X}>", b);
     for (uint32_t id = 0; id < tok.vocab_size(); ++id) (void)tok.decode(lm::Llama2cTokenizer::kBos, id);
-    std::vector<std::string> texts = {"Once upon a time", "h\xc3\xa9llo w\xc3\xb6rld \xf0\x9f\x98\x80", "\xff\x80 raw", " ", ""};
+    std::vector<std::string> texts = {"Once upon a time", "h\xc3\xa9llo w\xc3\xb6rld \xf0\x9f\x98\x80", "\xff\x80 raw",
+                                      " ", ""};
     texts.emplace_back(fuzz::as_view(data + 2, std::min<size_t>(size - 2, 512)));
     std::string pieces;  // every 7th piece after the byte pieces, and a few twice
     for (uint32_t id = 259; id < tok.vocab_size() && pieces.size() < 512; id += 7)
