@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -35,11 +36,20 @@ std::vector<std::string_view> split_documents(std::string_view text) {
 }  // namespace
 
 data::DocumentEncoder llama2c_document_encoder(const Llama2cTokenizer& tokenizer, int threads) {
-  return [&tokenizer, threads](std::string_view text, std::vector<uint32_t>& out) {
+  const int team = threads > 0 ? threads : 1;
+  // One cache per thread, kept from chunk to chunk (the encoder is called for one chunk at a time).
+  auto caches = std::make_shared<std::vector<Llama2cEncodeCache>>(size_t(team));
+  return [&tokenizer, team, caches](std::string_view text, std::vector<uint32_t>& out) {
     const std::vector<std::string_view> docs = split_documents(text);
     std::vector<std::vector<uint32_t>> ids(docs.size());
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads > 0 ? threads : 1) if (threads > 1)
-    for (size_t i = 0; i < docs.size(); ++i) ids[i] = tokenizer.encode(docs[i], /*bos=*/true);
+    if (omp_in_parallel()) {  // called from a parallel region: the shared caches are not this thread's
+      Llama2cEncodeCache cache;
+      for (const std::string_view doc : docs) tokenizer.encode(doc, /*bos=*/true, out, cache);
+      return;
+    }
+#pragma omp parallel for schedule(dynamic, 16) num_threads(team) if (team > 1)
+    for (size_t i = 0; i < docs.size(); ++i)
+      tokenizer.encode(docs[i], /*bos=*/true, ids[i], (*caches)[size_t(omp_get_thread_num())]);
     for (const auto& v : ids) out.insert(out.end(), v.begin(), v.end());
   };
 }

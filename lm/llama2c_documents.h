@@ -5,7 +5,8 @@
 // --init-from); `tokenize encode --tokenizer tokenizer.bin` writes the same ids to a token file.
 //
 // Documents end at a blank line ("\n\n"), the separator of a tokenizer without an end-of-text token
-// (lm/text_split.h); the documents of one chunk are encoded in parallel (OpenMP), in order.
+// (lm/text_split.h); the documents of one chunk are encoded in parallel (OpenMP), in order, each thread
+// with its own Llama2cEncodeCache kept from chunk to chunk (an encoder is called for one chunk at a time).
 #pragma once
 #include <string>
 

@@ -1,6 +1,7 @@
 // llama2c_tokenizer.cpp — llama2.c's tokenizer file and run.c's encode/decode rules (see the header).
 #include "lm/llama2c_tokenizer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "data/file_io.h"
@@ -59,6 +60,8 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path, size_t vocab_size) :
            "llama2c tokenizer '{}': {} bytes remain after token {} (offset {}): the file holds more tokens than the "
            "model's {}? (another tokenizer)",
            path, bytes.size() - at, vocab_size - 1, at, vocab_size);
+  space_ = lookup(" ");
+  encoder_ = std::make_unique<const Llama2cEncoder>(pieces_, scores_);
 }
 
 size_t Llama2cTokenizer::count_tokens(const std::string& path) {
@@ -86,11 +89,23 @@ int64_t Llama2cTokenizer::lookup(const std::string& s) const {
 
 std::vector<uint32_t> Llama2cTokenizer::encode(std::string_view text, bool bos) const {
   std::vector<uint32_t> ids;
+  Llama2cEncodeCache cache;
+  encode(text, bos, ids, cache);
+  return ids;
+}
+
+void Llama2cTokenizer::encode(std::string_view text, bool bos, std::vector<uint32_t>& out,
+                              Llama2cEncodeCache& cache) const {
+  TG_CHECK(text.empty() || space_ >= 0, "llama2c tokenizer '{}' has no piece \" \" (the dummy prefix)", path_);
+  encoder_->encode(text, bos, uint32_t(std::max<int64_t>(space_, 0)), out, cache);
+}
+
+std::vector<uint32_t> Llama2cTokenizer::encode_reference(std::string_view text, bool bos) const {
+  std::vector<uint32_t> ids;
   if (bos) ids.push_back(kBos);
   if (!text.empty()) {
-    const int64_t space = lookup(" ");
-    TG_CHECK(space >= 0, "llama2c tokenizer '{}' has no piece \" \" (the dummy prefix)", path_);
-    ids.push_back(uint32_t(space));
+    TG_CHECK(space_ >= 0, "llama2c tokenizer '{}' has no piece \" \" (the dummy prefix)", path_);
+    ids.push_back(uint32_t(space_));
   }
   // Characters: a byte and the continuation bytes after it, at most 4 bytes in all (as run.c groups them).
   for (size_t i = 0; i < text.size();) {

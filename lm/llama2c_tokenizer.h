@@ -18,6 +18,9 @@
 //     adjacent pair of ids (BOS included) concatenates to a piece, the pair whose piece has the HIGHEST
 //     score (the leftmost on a tie; scores ≤ −1e10 never merge) is replaced by that piece's id.
 //     (When two pieces are equal, the lowest id is used; run.c's binary search picks either.)
+//     encode_reference does exactly that, rescanning every pair after each merge (O(n²) per text: 0.04–0.1 MB/s);
+//     encode gives the same ids fast (lm/llama2c_encode.h: a pair table, cuts no merge can cross, a cache of
+//     the pieces between cuts, a heap for long ones).
 //   decode(prev, id): the piece, without its leading space when prev is BOS; a piece "<0xHH>" is the
 //     single raw byte 0xHH. (run.c's safe_printf then drops unprintable single bytes when printing;
 //     we return the bytes as they are.)
@@ -30,6 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "lm/llama2c_encode.h"
 #include "lm/text_codec.h"
 
 namespace tapegrad::lm {
@@ -44,7 +48,13 @@ class Llama2cTokenizer {
   // its end); tapegrad::Error naming the file and offset when a length runs past the end.
   static size_t count_tokens(const std::string& path);
 
+  // The ids of `text`, BOS first when `bos` (a fresh cache per call).
   std::vector<uint32_t> encode(std::string_view text, bool bos = true) const;
+  // The same ids appended to `out`, with a cache kept between calls (one per thread: encode is const and
+  // thread-safe, a cache is not).
+  void encode(std::string_view text, bool bos, std::vector<uint32_t>& out, Llama2cEncodeCache& cache) const;
+  // run.c's own loop (the rule above, O(n²)): the reference the tests and the fuzz target hold encode to.
+  std::vector<uint32_t> encode_reference(std::string_view text, bool bos = true) const;
   std::string decode(uint32_t prev, uint32_t id) const;
 
   size_t vocab_size() const { return pieces_.size(); }
@@ -58,6 +68,8 @@ class Llama2cTokenizer {
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
   std::unordered_map<std::string, uint32_t> index_;  // piece → lowest id holding it
+  int64_t space_ = -1;                               // the piece " " (the dummy prefix), −1 when none
+  std::unique_ptr<const Llama2cEncoder> encoder_;
 };
 
 std::unique_ptr<TextCodec> make_llama2c_codec(const std::string& tokenizer_path, size_t vocab_size);
