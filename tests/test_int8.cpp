@@ -246,6 +246,35 @@ TEST_CASE("int8: the SIMD group quantizer gives the plain loop's bits", "[int8]"
   }
 }
 
+TEST_CASE("int8: quantizing rows (groups of 4 four at a time) gives the plain loop's bits, row by row", "[int8]") {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  for (int64_t group : {4, 3, 8, 64}) {
+    for (int64_t cols : {1, 3, 4, 5, 13, 16, 17, 64, 67, 172}) {
+      const int64_t rows = 3, gpr = (cols + group - 1) / group;
+      std::vector<float> x(static_cast<size_t>(rows * cols));
+      for (auto& v : x) v = d(rng);
+      // Row 1: halves with a 127 in every group (ties to even); row 2: a zero group and a NaN in its last group.
+      for (int64_t k = 0; k < cols; ++k) x[size_t(cols + k)] = k % group == 0 ? 127.0f : float(int(k % 9) - 4) + 0.5f;
+      for (int64_t k = 0; k < std::min(group, cols); ++k) x[size_t(2 * cols + k)] = 0.0f;
+      if (gpr > 1) x[size_t(3 * cols - 1)] = std::nanf("");
+      std::vector<int8_t> q(x.size(), 99), want(x.size(), 98);
+      std::vector<float> scales(size_t(rows * gpr), -1.0f), want_scales(scales.size(), -2.0f);
+      kernels::cpu::quantize_rows(x.data(), rows, cols, group, q.data(), scales.data());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g = 0; g < gpr; ++g) {
+          const int64_t k0 = r * cols + g * group;
+          want_scales[size_t(r * gpr + g)] =
+              kernels::cpu::quantize_group_reference(&x[size_t(k0)], std::min(group, cols - g * group), &want[size_t(k0)]);
+        }
+      INFO("group " << group << ", cols " << cols);
+      CHECK(q == want);
+      for (size_t i = 0; i < scales.size(); ++i)
+        CHECK((scales[i] == want_scales[i] || (std::isnan(scales[i]) && std::isnan(want_scales[i]))));
+    }
+  }
+}
+
 TEST_CASE("int8: int8_linear and int8_embedding on tensors, and what they refuse", "[int8]") {
   std::mt19937 rng(3);
   const Int8Matrix w = random_matrix(24, 64, 32, rng, false);

@@ -137,7 +137,8 @@ TG_AVX512 float tail_q_512(const int8_t* a, const float* sa, const int8_t* b, co
   const __m512i q16 = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(va, 1)),
                                          _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(vb, 1)));
   const __m512i ones = _mm512_set1_epi16(1);
-  const int32_t s = _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_madd_epi16(p16, ones), _mm512_madd_epi16(q16, ones)));
+  const int32_t s =
+      _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_madd_epi16(p16, ones), _mm512_madd_epi16(q16, ones)));
   return float(s) * (sa[full] * sb[full]);
 }
 // One 64-byte step: |a| (unsigned) times b·sign(a) (signed), summed into 16 int32 lanes.

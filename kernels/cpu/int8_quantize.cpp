@@ -11,19 +11,6 @@
 
 namespace tapegrad::kernels {
 
-namespace cpu {
-
-void quantize_rows(const float* x, int64_t rows, int64_t cols, int64_t group, int8_t* q, float* scales) {
-  const int64_t gpr = (cols + group - 1) / group;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t g = 0; g < gpr; ++g) {
-      const int64_t k0 = g * group, n = std::min(group, cols - k0);
-      scales[r * gpr + g] = quantize_group(x + r * cols + k0, n, q + r * cols + k0);
-    }
-}
-
-}  // namespace cpu
-
 void check_int8_matrix(const Int8Matrix& m, const char* what) {
   TG_CHECK(m.rows > 0 && m.cols > 0 && m.group > 0,
            "int8: {}: rows {}, cols {} and group {} must be positive", what, m.rows, m.cols, m.group);

@@ -1,6 +1,7 @@
-// int8_quantize_group.cpp — the Q8_0 group quantizer (int8_internal.h: quantize_group), which quantizes the
-// weights once and every activation row of an int8 product (decoding: every matmul of every token). Three
-// versions, the best the CPU runs picked once: AVX-512, AVX2 and the plain loop. They give the same bits:
+// int8_quantize_group.cpp — the Q8_0 group quantizer (int8_internal.h: quantize_group, quantize_rows), which
+// quantizes the weights once and every activation row of an int8 product (decoding: every matmul of every
+// token). Three versions, the best the CPU runs picked once: AVX-512, AVX2 and the plain loop; and for groups
+// of 4 under AVX-512, four groups per 16 floats (one per 128-bit lane). They all give the same bits:
 // max|x| is exact in any order, x / scale is one IEEE division either way, and rounding half to even in
 // SIMD (roundscale / round with _MM_FROUND_TO_NEAREST_INT) is what std::nearbyint does in the default mode.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -9,6 +10,7 @@
 #endif
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/int8_internal.h"
@@ -106,6 +108,30 @@ TG_Q_AVX2 float quantize_group_avx2(const float* x, int64_t n, int8_t* q) {
   for (int64_t t = i; t < n; ++t) q[t] = quantize_one(x[t], scale);
   return scale;
 }
+// Groups of 4: each 128-bit lane of 16 floats is one group; its max and its inf/NaN test reach all four of
+// its values through two in-lane permutes. The same operations on the same values as quantize_group.
+TG_Q_AVX512 void quantize_row_g4_avx512(const float* x, int64_t cols, int8_t* q, float* scales) {
+  const __m512 zero = _mm512_setzero_ps(), c127 = _mm512_set1_ps(127.0f), lo = _mm512_set1_ps(-127.0f);
+  const __m512 nan = _mm512_set1_ps(std::nanf(""));
+  for (int64_t k = 0; k < cols; k += 16) {
+    const int64_t n = cols - k >= 16 ? 16 : cols - k;
+    const __mmask16 m = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + k);  // lanes past cols are 0: no effect on max or poison
+    __m512 a = _mm512_abs_ps(v), p = _mm512_mul_ps(v, zero);
+    a = _mm512_max_ps(a, _mm512_permute_ps(a, _MM_SHUFFLE(2, 3, 0, 1)));
+    a = _mm512_max_ps(a, _mm512_permute_ps(a, _MM_SHUFFLE(1, 0, 3, 2)));
+    p = _mm512_add_ps(p, _mm512_permute_ps(p, _MM_SHUFFLE(2, 3, 0, 1)));
+    p = _mm512_add_ps(p, _mm512_permute_ps(p, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __mmask16 bad = _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q);
+    const __m512 s = _mm512_div_ps(a, c127);
+    const __mmask16 zeros = __mmask16(bad | _mm512_cmp_ps_mask(s, zero, _CMP_EQ_OQ));
+    const __m512 r = _mm512_roundscale_ps(_mm512_div_ps(v, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512i qi = _mm512_maskz_cvtps_epi32(__mmask16(~zeros), _mm512_min_ps(c127, _mm512_max_ps(lo, r)));
+    _mm512_mask_cvtepi32_storeu_epi8(q + k, m, qi);
+    const __m512 sg = _mm512_maskz_compress_ps(0x1111, _mm512_mask_blend_ps(bad, s, nan));  // lanes 0, 4, 8, 12
+    _mm512_mask_storeu_ps(scales + k / 4, __mmask16((1u << ((n + 3) / 4)) - 1), sg);
+  }
+}
 #endif
 
 using QuantizeGroup = float (*)(const float*, int64_t, int8_t*);
@@ -128,5 +154,21 @@ float quantize_group(const float* x, int64_t n, int8_t* q) {
 }
 
 float quantize_group_reference(const float* x, int64_t n, int8_t* q) { return quantize_group_portable(x, n, q); }
+
+void quantize_rows(const float* x, int64_t rows, int64_t cols, int64_t group, int8_t* q, float* scales) {
+  const int64_t gpr = (cols + group - 1) / group;
+#if defined(__x86_64__)
+  static const bool g4 = pick() == quantize_group_avx512;
+  if (group == 4 && g4) {
+    for (int64_t r = 0; r < rows; ++r) quantize_row_g4_avx512(x + r * cols, cols, q + r * cols, scales + r * gpr);
+    return;
+  }
+#endif
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < gpr; ++g) {
+      const int64_t k0 = g * group, n = std::min(group, cols - k0);
+      scales[r * gpr + g] = quantize_group(x + r * cols + k0, n, q + r * cols + k0);
+    }
+}
 
 }  // namespace tapegrad::kernels::cpu

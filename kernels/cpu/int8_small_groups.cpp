@@ -124,7 +124,8 @@ TG_SG_AVX2 void rows_q_avx2(const int8_t* a, const float* sa, const Int8Matrix& 
   auto step = [&](__m256 acc, const int8_t* pa, const int8_t* pb, __m256 s) {
     const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa));
     const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb));
-    const __m256i isum = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(va, va), _mm256_sign_epi8(vb, va)), ones);
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(va, va), _mm256_sign_epi8(vb, va));
+    const __m256i isum = _mm256_madd_epi16(p16, ones);
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_permutevar8x32_ps(s, idx), acc);
   };
   for (int64_t n = n0; n < n1; ++n) {
@@ -136,7 +137,8 @@ TG_SG_AVX2 void rows_q_avx2(const int8_t* a, const float* sa, const Int8Matrix& 
       acc = step(acc, a + k, b + k, _mm256_mul_ps(load_scales(sa + g, per), load_scales(sb + g, per)));
     if (rem) {
       std::memcpy(b_tail, b + k, size_t(rem));
-      acc = step(acc, a_tail, b_tail, _mm256_mul_ps(load_scales(sa + g, tail_groups), load_scales(sb + g, tail_groups)));
+      const __m256 s = _mm256_mul_ps(load_scales(sa + g, tail_groups), load_scales(sb + g, tail_groups));
+      acc = step(acc, a_tail, b_tail, s);
     }
     y[n] = hsum8(acc);
   }
