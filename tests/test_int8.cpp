@@ -263,9 +263,9 @@ TEST_CASE("int8: quantizing rows (groups of 4 four at a time) gives the plain lo
       kernels::cpu::quantize_rows(x.data(), rows, cols, group, q.data(), scales.data());
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t g = 0; g < gpr; ++g) {
-          const int64_t k0 = r * cols + g * group;
+          const int64_t k0 = r * cols + g * group, n = std::min(group, cols - g * group);
           want_scales[size_t(r * gpr + g)] =
-              kernels::cpu::quantize_group_reference(&x[size_t(k0)], std::min(group, cols - g * group), &want[size_t(k0)]);
+              kernels::cpu::quantize_group_reference(&x[size_t(k0)], n, &want[size_t(k0)]);
         }
       INFO("group " << group << ", cols " << cols);
       CHECK(q == want);
