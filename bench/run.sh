@@ -44,6 +44,10 @@
 #                           vs llama2.c's runq.c (-Ofast -march=native, -fopenmp at 2 threads) on our
 #                           `export llama2c --version 2` of the same weights; 1 thread (tiny: 1 and 2); file
 #                           sizes, peak RSS, the bandwidth limit per row. BENCH_GEN_RUNS alternations (default 3).
+#   bench/run.sh int8sizes  from what model size int8 pays (bench/int8_sizes.py; never run by `all`): stories260K,
+#                           micro, small, tiny; float32 vs int8 in groups of 64 vs groups of 4 (and runq.c for
+#                           stories260K), 1 thread, tok/s from CPU time and as printed; BENCH_GEN_RUNS rounds
+#                           (default 5); BENCH_INT8_BEFORE=another tapegrad binary adds its columns beside ours.
 #   bench/run.sh race       tapegrad against nanoGPT's own CPU recipe on tiny-shakespeare, character level
 #                           (bench/race.py; never run by `all`): nanoGPT's README command (../shared/bench/peers/
 #                           nanogpt, PyTorch 2.x from BENCH_TORCH2, default /opt/torch2/bin/python) vs `tapegrad
@@ -68,8 +72,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 mode=${1:-all}
-case "$mode" in overhead | large | all | bpe | train | tool | generate | int8 | race | mainjob) ;; *)
-  echo "usage: bench/run.sh overhead|large|all|bpe|train|tool|generate|int8|race|mainjob [micro|small|tiny|all]" >&2
+case "$mode" in overhead | large | all | bpe | train | tool | generate | int8 | int8sizes | race | mainjob) ;; *)
+  echo "usage: bench/run.sh overhead|large|all|bpe|train|tool|generate|int8|int8sizes|race|mainjob" \
+    "[micro|small|tiny|all]" >&2
   exit 2
   ;;
 esac
@@ -95,7 +100,7 @@ export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-}"
 
 # `tool` compares against the PyTorch 2.x venv, not Debian's PyTorch 1.13: no --bench packages for it.
 deps_args=(--bench)
-[[ $mode == tool || $mode == generate || $mode == int8 ]] && deps_args=()
+[[ $mode == tool || $mode == generate || $mode == int8 || $mode == int8sizes ]] && deps_args=()
 if ! scripts/deps.sh "${deps_args[@]}"; then
   echo "run.sh: warning: scripts/deps.sh ${deps_args[*]} failed; going on with what is installed" >&2
 fi
@@ -118,6 +123,7 @@ bench_targets=(bench_overhead bench_large bench_bpe bench_train)
 [[ $mode == tool ]] && bench_targets=(bench_train tapegrad_tool)
 [[ $mode == generate ]] && bench_targets=(bench_train bench_large tapegrad_tool)
 [[ $mode == int8 ]] && bench_targets=(bench_large tapegrad_tool)
+[[ $mode == int8sizes ]] && bench_targets=(tapegrad_tool)
 if [[ $mode == bpe && -n ${BENCH_BPE_BIN:-} ]]; then
   log "BENCH_BPE_BIN=$BENCH_BPE_BIN: building nothing"
 elif [[ ${BENCH_BUILD:-1} == 0 ]]; then
@@ -323,6 +329,12 @@ PYEOF
   done
   echo
   "$SYS_PY" bench/combine_tool.py "$OUT" "$WARM"
+  exit 0
+fi
+
+if [[ $mode == int8sizes ]]; then
+  python3 bench/int8_sizes.py --tool build/tools/tapegrad --shared "${BENCH_SHARED:-$ROOT/../shared}" \
+    --runs "${BENCH_GEN_RUNS:-5}" ${BENCH_INT8_BEFORE:+--before "$BENCH_INT8_BEFORE"}
   exit 0
 fi
 

@@ -42,8 +42,9 @@ void dequantize_int8_row(const Int8Matrix& m, int64_t row, float* out);
 void check_int8_matrix(const Int8Matrix& m, const char* what);
 
 enum class Int8Activations : uint8_t { Quantized, Float };
-// Which instructions run the products. Auto picks the best this CPU has (and that the group size
-// allows: the SIMD paths need groups that are a multiple of 32 bytes, else the portable loop runs).
+// Which instructions run the products. Auto picks the best this CPU has and the group size allows: the
+// SIMD paths take groups that are a multiple of their step (AVX2 32 bytes, AVX-512 64) or a multiple of 4
+// dividing it (4, 8, 16; 32 on AVX-512: runq.c's groups of 4); other groups run the portable loop.
 enum class Int8Path : uint8_t { Auto, Portable, Avx2, Avx512, Avx512Vnni };
 const char* int8_path_name(Int8Path p);  // "portable", "avx2", "avx512", "avx512-vnni"
 bool int8_path_supported(Int8Path p);    // the CPU (and the compiler) can run it

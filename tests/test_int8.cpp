@@ -1,7 +1,8 @@
 // test_int8.cpp — weight-only int8 (kernels/int8.h, autograd/int8_ops.h, nn quantize_int8,
 // lm/quantized_model.h): the Q8_0 quantizer's rules; every kernel path (portable, AVX2, AVX-512,
-// VNNI; quantized and float activations) exact against an integer reference when the scales are 1,
-// and within float tolerance of the dequantized float64 product otherwise; the model's logits and
+// VNNI; quantized and float activations; whole groups and the small groups 4–32, odd row lengths) exact
+// against an integer reference when the scales are 1, and within float tolerance of the dequantized float64
+// product otherwise; the SIMD group quantizer bit for bit against the plain loop; the model's logits and
 // cached generation; the file's round trip and its bad input; perplexity of stories260K within 1 %
 // of float32 and greedy text that starts the same (skipped without ../shared).
 #include <catch2/catch.hpp>
@@ -17,6 +18,7 @@
 #include "autograd/int8_ops.h"
 #include "autograd/tapegrad.h"
 #include "tests/shared_fixture.h"
+#include "kernels/cpu/int8_internal.h"
 #include "kernels/int8.h"
 #include "lm/evaluate.h"
 #include "lm/generate.h"
@@ -35,6 +37,13 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::vector<Int8Path> kPaths = {Int8Path::Portable, Int8Path::Avx2, Int8Path::Avx512, Int8Path::Avx512Vnni};
+
+// Whether `path` runs groups of `group` (whole SIMD steps, or the small groups that divide a step).
+bool path_fits(Int8Path path, int64_t group) {
+  if (path == Int8Path::Portable) return true;
+  const int64_t step = path == Int8Path::Avx2 ? 32 : 64;
+  return group % step == 0 || (group % 4 == 0 && group < step && step % group == 0);
+}
 
 std::string temp_path(const std::string& name) {
   return (fs::temp_directory_path() / ("tapegrad_int8_" + std::to_string(::getpid()) + "_" + name)).string();
@@ -124,9 +133,11 @@ TEST_CASE("int8: the Q8_0 quantizer rounds half to even per group, and a zero gr
 
 TEST_CASE("int8: every kernel path gives the exact integer products when the scales are 1", "[int8]") {
   std::mt19937 rng(11);
-  for (int64_t group : {32, 64, 128}) {
-    for (int64_t cols : {group * 3, group * 2 + 20}) {  // whole groups, and a shorter last group
-      const int64_t rows = 19, m = 3;
+  // Groups smaller than a SIMD step (4: runq.c's for stories260K) and whole steps; row lengths of whole groups,
+  // a shorter last group, stories260K's d_ff 172, and lengths that end inside a group and inside a step.
+  for (int64_t group : {4, 8, 16, 32, 64, 128}) {
+    for (int64_t cols : {group * 3, group * 2 + 20, int64_t(172), int64_t(13), int64_t(67)}) {
+      const int64_t rows = 19, m = cols == 13 ? 1 : 3;
       const Int8Matrix w = random_matrix(rows, cols, group, rng, /*unit_scales=*/true);
       // Activations: integers in [−127, 127] with 127 in every group, so that quantizing them is exact too.
       std::vector<float> x(size_t(m * cols));
@@ -145,7 +156,7 @@ TEST_CASE("int8: every kernel path gives the exact integer products when the sca
           continue;
         }
         for (Int8Activations act : {Int8Activations::Quantized, Int8Activations::Float}) {
-          const bool fits = path == Int8Path::Portable || group % (path == Int8Path::Avx2 ? 32 : 64) == 0;
+          const bool fits = path_fits(path, group);
           std::vector<float> y(size_t(m * rows));
           INFO("path " << kernels::int8_path_name(path) << ", group " << group << ", cols " << cols << ", "
                        << (act == Int8Activations::Float ? "float" : "quantized") << " activations");
@@ -164,25 +175,102 @@ TEST_CASE("int8: every kernel path gives the exact integer products when the sca
 
 TEST_CASE("int8: every kernel path is the dequantized float64 product within float tolerance", "[int8]") {
   std::mt19937 rng(5);
-  const int64_t rows = 70, cols = 448, group = 64;
-  const Int8Matrix w = random_matrix(rows, cols, group, rng, /*unit_scales=*/false);
-  for (int64_t m : {1, 4, 33}) {  // decode, a few rows, a prefill
-    const std::vector<float> x = random_floats(m * cols, rng);
-    // Quantized activations: the reference is the product with x quantized and dequantized the same way.
-    const Int8Matrix xq = kernels::quantize_int8(x.data(), m, cols, group);
-    std::vector<float> xd(x.size());
-    kernels::dequantize_int8(xq, xd.data());
-    const std::vector<double> want_f = reference(x, m, w), want_q = reference(xd, m, w);
-    for (Int8Path path : kPaths) {
-      if (!kernels::int8_path_supported(path)) continue;
-      std::vector<float> yf(size_t(m * rows)), yq(size_t(m * rows));
-      kernels::int8_matmul(x.data(), m, w, yf.data(), Int8Activations::Float, path);
-      kernels::int8_matmul(x.data(), m, w, yq.data(), Int8Activations::Quantized, path);
-      INFO("path " << kernels::int8_path_name(path) << ", " << m << " rows");
-      CHECK(max_rel(yf, want_f) <= 1e-5);
-      CHECK(max_rel(yq, want_q) <= 1e-5);
-      // Against the unquantized activations the quantized path is off by the activations' rounding only.
-      CHECK(max_rel(yq, want_f) <= 2e-2);
+  const int64_t rows = 70;
+  for (auto [group, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {64, 448}, {4, 172}, {4, 64}, {4, 13}, {8, 200}, {16, 100}, {32, 448}, {32, 70}}) {
+    const Int8Matrix w = random_matrix(rows, cols, group, rng, /*unit_scales=*/false);
+    for (int64_t m : {1, 4, 33}) {  // decode, a few rows, a prefill
+      const std::vector<float> x = random_floats(m * cols, rng);
+      // Quantized activations: the reference is the product with x quantized and dequantized the same way.
+      const Int8Matrix xq = kernels::quantize_int8(x.data(), m, cols, group);
+      std::vector<float> xd(x.size());
+      kernels::dequantize_int8(xq, xd.data());
+      const std::vector<double> want_f = reference(x, m, w), want_q = reference(xd, m, w);
+      for (Int8Path path : kPaths) {
+        if (!kernels::int8_path_supported(path)) continue;
+        std::vector<float> yf(size_t(m * rows)), yq(size_t(m * rows));
+        kernels::int8_matmul(x.data(), m, w, yf.data(), Int8Activations::Float, path);
+        kernels::int8_matmul(x.data(), m, w, yq.data(), Int8Activations::Quantized, path);
+        INFO("path " << kernels::int8_path_name(path) << ", " << m << " rows, group " << group << ", cols " << cols);
+        REQUIRE(path_fits(path, group));  // every group here fits every path
+        CHECK(max_rel(yf, want_f) <= 1e-5);
+        CHECK(max_rel(yq, want_q) <= 1e-5);
+        // Against the unquantized activations the quantized path is off by the activations' rounding only.
+        CHECK(max_rel(yq, want_f) <= 2e-2);
+      }
+    }
+  }
+}
+
+TEST_CASE("int8: groups of 4 (runq.c's for stories260K) run on the CPU's SIMD path, not the plain loop", "[int8]") {
+  for (Int8Path path : {Int8Path::Avx512Vnni, Int8Path::Avx512, Int8Path::Avx2}) {
+    if (!kernels::int8_path_supported(path)) continue;
+    CHECK(kernels::int8_resolve_path(Int8Path::Auto, 4) == path);
+    CHECK(kernels::int8_resolve_path(Int8Path::Auto, 64) == path);
+    // 32 stays where whole groups run (AVX2's exact group sums when the CPU has AVX2).
+    CHECK(path_fits(kernels::int8_resolve_path(Int8Path::Auto, 32), 32));
+    break;
+  }
+  CHECK(kernels::int8_resolve_path(Int8Path::Auto, 6) == Int8Path::Portable);  // no SIMD kernel for 6
+  std::vector<float> x(6, 1.0f), y(1);
+  const Int8Matrix w = kernels::quantize_int8(x.data(), 1, 6, 6);
+  CHECK_THROWS_WITH(kernels::int8_matmul(x.data(), 1, w, y.data(), Int8Activations::Quantized, Int8Path::Avx2),
+                    Catch::Contains("needs groups of a multiple of 32, or of 4 to 16 dividing it, not 6"));
+}
+
+TEST_CASE("int8: the SIMD group quantizer gives the plain loop's bits", "[int8]") {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  std::uniform_int_distribution<int> half(-254, 254);
+  for (int64_t n : {1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 172}) {
+    for (int kind = 0; kind < 5; ++kind) {
+      // 0: normal values; 1: halves k/2 with a 127 (scale 1: every odd k is a tie, rounded to even); 2: zeros;
+      // 3: an inf among them; 4: a NaN among them.
+      std::vector<float> x(static_cast<size_t>(n));
+      for (auto& v : x) v = kind == 0 ? d(rng) : kind == 1 ? float(half(rng)) / 2.0f : 0.0f;
+      if (kind == 1) x[size_t(n / 2)] = -127.0f;
+      if (kind == 3) x[size_t(n - 1)] = -INFINITY;
+      if (kind == 4) x[0] = std::nanf("");
+      std::vector<int8_t> got(size_t(n), 99), want(size_t(n), 98);
+      const float sg = kernels::cpu::quantize_group(x.data(), n, got.data());
+      const float sw = kernels::cpu::quantize_group_reference(x.data(), n, want.data());
+      INFO("n " << n << ", kind " << kind);
+      CHECK(got == want);
+      if (kind >= 3) {
+        CHECK(std::isnan(sg));
+        CHECK(std::isnan(sw));
+      } else {
+        CHECK(sg == sw);
+      }
+    }
+  }
+}
+
+TEST_CASE("int8: quantizing rows (groups of 4 four at a time) gives the plain loop's bits, row by row", "[int8]") {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  for (int64_t group : {4, 3, 8, 64}) {
+    for (int64_t cols : {1, 3, 4, 5, 13, 16, 17, 64, 67, 172}) {
+      const int64_t rows = 3, gpr = (cols + group - 1) / group;
+      std::vector<float> x(static_cast<size_t>(rows * cols));
+      for (auto& v : x) v = d(rng);
+      // Row 1: halves with a 127 in every group (ties to even); row 2: a zero group and a NaN in its last group.
+      for (int64_t k = 0; k < cols; ++k) x[size_t(cols + k)] = k % group == 0 ? 127.0f : float(int(k % 9) - 4) + 0.5f;
+      for (int64_t k = 0; k < std::min(group, cols); ++k) x[size_t(2 * cols + k)] = 0.0f;
+      if (gpr > 1) x[size_t(3 * cols - 1)] = std::nanf("");
+      std::vector<int8_t> q(x.size(), 99), want(x.size(), 98);
+      std::vector<float> scales(size_t(rows * gpr), -1.0f), want_scales(scales.size(), -2.0f);
+      kernels::cpu::quantize_rows(x.data(), rows, cols, group, q.data(), scales.data());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g = 0; g < gpr; ++g) {
+          const int64_t k0 = r * cols + g * group, n = std::min(group, cols - g * group);
+          want_scales[size_t(r * gpr + g)] =
+              kernels::cpu::quantize_group_reference(&x[size_t(k0)], n, &want[size_t(k0)]);
+        }
+      INFO("group " << group << ", cols " << cols);
+      CHECK(q == want);
+      for (size_t i = 0; i < scales.size(); ++i)
+        CHECK((scales[i] == want_scales[i] || (std::isnan(scales[i]) && std::isnan(want_scales[i]))));
     }
   }
 }

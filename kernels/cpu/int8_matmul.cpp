@@ -8,6 +8,9 @@
 //   avx512       vpmaddubsw + vpmaddwd: the same products through int16 pairs (exact: |a·b| ≤ 127²)
 //   avx2         the same on 32 bytes
 //   portable     plain loops (what any compiler vectorizes as it can)
+// Groups smaller than a path's step (4, 8, 16; 32 on AVX-512) run the same path's small-group kernels
+// (int8_small_groups.cpp). Each kernel runs a range of output rows per call (no call per row), and the CPU's
+// features are read once.
 // vpdpbusd/vpmaddubsw multiply an unsigned byte by a signed one: we feed |a| and b·sign(a), whose
 // product is a·b. Every group's integer sum is exact in all paths; only the float accumulation of the
 // scaled group sums differs in order (the tests compare paths at float tolerance, and exactly with
@@ -121,6 +124,23 @@ TG_AVX2 float dot_f_avx2(const float* x, const int8_t* b, const float* sb, int64
 }
 
 // ---- avx512 (with and without VNNI): groups of a multiple of 64 ----
+// tail_q through a masked load (the same exact integer sum, so the same float): up to 63 values.
+TG_AVX512 float tail_q_512(const int8_t* a, const float* sa, const int8_t* b, const float* sb, int64_t cols,
+                           int64_t group) {
+  const int64_t full = cols / group, k0 = full * group, n = cols - k0;
+  if (n == 0) return 0.0f;
+  if (n >= 64) return tail_q(a, sa, b, sb, cols, group);
+  const __mmask64 m = ~0ull >> (64 - n);
+  const __m512i va = _mm512_maskz_loadu_epi8(m, a + k0), vb = _mm512_maskz_loadu_epi8(m, b + k0);
+  const __m512i p16 = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(va)),
+                                         _mm512_cvtepi8_epi16(_mm512_castsi512_si256(vb)));
+  const __m512i q16 = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(va, 1)),
+                                         _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(vb, 1)));
+  const __m512i ones = _mm512_set1_epi16(1);
+  const int32_t s =
+      _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_madd_epi16(p16, ones), _mm512_madd_epi16(q16, ones)));
+  return float(s) * (sa[full] * sb[full]);
+}
 // One 64-byte step: |a| (unsigned) times b·sign(a) (signed), summed into 16 int32 lanes.
 #define TG_DOT64_VNNI(isum, ua, sbv) _mm512_dpbusd_epi32(isum, ua, sbv)
 #define TG_DOT64_BW(isum, ua, sbv) _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(ua, sbv), ones))
@@ -143,7 +163,7 @@ TG_AVX2 float dot_f_avx2(const float* x, const int8_t* b, const float* sb, int64
       }                                                                                                        \
       acc[g & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(sa[g] * sb[g]), acc[g & 1]);     \
     }                                                                                                          \
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) + tail_q(a, sa, b, sb, cols, group);            \
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) + tail_q_512(a, sa, b, sb, cols, group);        \
   }
 TG_DOT_Q_512(dot_q_avx512, TG_AVX512, TG_DOT64_BW)
 TG_DOT_Q_512(dot_q_vnni, TG_AVX512_VNNI, TG_DOT64_VNNI)
@@ -168,30 +188,22 @@ TG_AVX512 float dot_f_avx512(const float* x, const int8_t* b, const float* sb, i
 }
 #endif
 
-using DotQ = float (*)(const int8_t*, const float*, const int8_t*, const float*, int64_t, int64_t);
-using DotF = float (*)(const float*, const int8_t*, const float*, int64_t, int64_t);
-
-struct Kernels {
-  DotQ q;
-  DotF f;
-};
-
-Kernels kernels_for(Int8Path p) {
-  switch (p) {
-#if defined(__x86_64__)
-    case Int8Path::Avx2: return {dot_q_avx2, dot_f_avx2};
-    case Int8Path::Avx512: return {dot_q_avx512, dot_f_avx512};
-    case Int8Path::Avx512Vnni: return {dot_q_vnni, dot_f_avx512};  // no VNNI for float activations
-#else
-    case Int8Path::Avx2:
-    case Int8Path::Avx512:
-    case Int8Path::Avx512Vnni:
-#endif
-    case Int8Path::Auto:
-    case Int8Path::Portable: break;
+// Rows [n0, n1) of w against one activation row, through a dot product above (inlined: no call per row).
+#define TG_ROWS(NAME_Q, NAME_F, ATTR, DOT_Q, DOT_F)                                                          \
+  ATTR void NAME_Q(const int8_t* a, const float* sa, const Int8Matrix& w, int64_t n0, int64_t n1, float* y) { \
+    const int64_t K = w.cols, G = w.group, gpr = w.groups_per_row();                                        \
+    for (int64_t n = n0; n < n1; ++n) y[n] = DOT_Q(a, sa, w.q.data() + n * K, w.scales.data() + n * gpr, K, G); \
+  }                                                                                                         \
+  ATTR void NAME_F(const float* x, const Int8Matrix& w, int64_t n0, int64_t n1, float* y) {                 \
+    const int64_t K = w.cols, G = w.group, gpr = w.groups_per_row();                                        \
+    for (int64_t n = n0; n < n1; ++n) y[n] = DOT_F(x, w.q.data() + n * K, w.scales.data() + n * gpr, K, G);  \
   }
-  return {dot_q_portable, dot_f_portable};
-}
+TG_ROWS(rows_q_portable, rows_f_portable, , dot_q_portable, dot_f_portable)
+#if defined(__x86_64__)
+TG_ROWS(rows_q_avx2, rows_f_avx2, TG_AVX2, dot_q_avx2, dot_f_avx2)
+TG_ROWS(rows_q_avx512, rows_f_avx512, TG_AVX512, dot_q_avx512, dot_f_avx512)
+TG_ROWS(rows_q_vnni, rows_f_vnni, TG_AVX512_VNNI, dot_q_vnni, dot_f_avx512)  // no VNNI for float activations
+#endif
 
 // The group size a SIMD path steps through (0: any).
 int64_t path_step(Int8Path p) {
@@ -203,6 +215,41 @@ int64_t path_step(Int8Path p) {
     case Int8Path::Portable: break;
   }
   return 1;
+}
+
+// The kernels of a path for groups of this size (the path must fit it: int8_matmul checks).
+cpu::Int8RowKernels kernels_for(Int8Path p, int64_t group) {
+  if (group % path_step(p) != 0) return cpu::small_group_kernels(p);
+  switch (p) {
+#if defined(__x86_64__)
+    case Int8Path::Avx2: return {rows_q_avx2, rows_f_avx2};
+    case Int8Path::Avx512: return {rows_q_avx512, rows_f_avx512};
+    case Int8Path::Avx512Vnni: return {rows_q_vnni, rows_f_vnni};
+#else
+    case Int8Path::Avx2:
+    case Int8Path::Avx512:
+    case Int8Path::Avx512Vnni:
+#endif
+    case Int8Path::Auto:
+    case Int8Path::Portable: break;
+  }
+  return {rows_q_portable, rows_f_portable};
+}
+
+bool path_fits(Int8Path p, int64_t group) { return group % path_step(p) == 0 || cpu::small_group_fits(p, group); }
+
+struct CpuFeatures {
+  bool avx2 = false, avx512 = false, vnni = false;
+};
+CpuFeatures read_cpu_features() {
+  CpuFeatures f;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  f.vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
+#endif
+  return f;
 }
 
 }  // namespace
@@ -219,27 +266,23 @@ const char* int8_path_name(Int8Path p) {
 }
 
 bool int8_path_supported(Int8Path p) {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  static const CpuFeatures f = read_cpu_features();
   switch (p) {
-    case Int8Path::Avx2: return avx2;
-    case Int8Path::Avx512: return avx512;
-    case Int8Path::Avx512Vnni: return avx512 && __builtin_cpu_supports("avx512vnni");
+    case Int8Path::Avx2: return f.avx2;
+    case Int8Path::Avx512: return f.avx512;
+    case Int8Path::Avx512Vnni: return f.vnni;
     case Int8Path::Auto:
     case Int8Path::Portable: return true;
   }
   return false;
-#else
-  return p == Int8Path::Auto || p == Int8Path::Portable;
-#endif
 }
 
 Int8Path int8_resolve_path(Int8Path p, int64_t group) {
   if (p != Int8Path::Auto) return p;
-  for (Int8Path c : {Int8Path::Avx512Vnni, Int8Path::Avx512, Int8Path::Avx2})
-    if (group % path_step(c) == 0 && int8_path_supported(c)) return c;
+  // Whole groups first (a group of 32 stays on AVX2's exact group sums), then the small-group kernels.
+  for (bool small : {false, true})
+    for (Int8Path c : {Int8Path::Avx512Vnni, Int8Path::Avx512, Int8Path::Avx2})
+      if ((small ? cpu::small_group_fits(c, group) : group % path_step(c) == 0) && int8_path_supported(c)) return c;
   return Int8Path::Portable;
 }
 
@@ -249,11 +292,14 @@ void int8_matmul(const float* x, int64_t m, const Int8Matrix& w, float* y, Int8A
   TG_CHECK(m >= 0, "int8_matmul: {} rows", m);
   path = int8_resolve_path(path, w.group);
   TG_CHECK(int8_path_supported(path), "int8_matmul: this CPU cannot run the {} path", int8_path_name(path));
-  TG_CHECK(w.group % path_step(path) == 0, "int8_matmul: the {} path needs groups of a multiple of {}, not {}",
-           int8_path_name(path), path_step(path), w.group);
+  TG_CHECK(path_fits(path, w.group),
+           "int8_matmul: the {} path needs groups of a multiple of {}, or of 4 to {} dividing it, not {}",
+           int8_path_name(path), path_step(path), path_step(path) / 2, w.group);
   if (m == 0) return;
   const int64_t N = w.rows, K = w.cols, G = w.group, gpr = w.groups_per_row();
-  const Kernels kern = kernels_for(path);
+  const cpu::Int8RowKernels kern = kernels_for(path, w.group);
+  // Rows per block: the weights of a block (about 16 KB) stay in L1 while every row of x runs against them.
+  const int64_t block = std::max<int64_t>(1, 16384 / K);
   // About 64K multiply-adds per chunk of output rows before a second thread is worth waking.
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K * m));
   if (activations == Int8Activations::Quantized) {
@@ -269,19 +315,13 @@ void int8_matmul(const float* x, int64_t m, const Int8Matrix& w, float* y, Int8A
       cpu::quantize_rows(x + b * K, e - b, K, G, qxp + b * K, sxp + b * gpr);
     });
     cpu::parallel_for(N, grain, [&](int64_t b, int64_t e) {
-      for (int64_t n = b; n < e; ++n) {
-        const int8_t* wq = w.q.data() + n * K;
-        const float* ws = w.scales.data() + n * gpr;
-        for (int64_t i = 0; i < m; ++i) y[i * N + n] = kern.q(qxp + i * K, sxp + i * gpr, wq, ws, K, G);
-      }
+      for (int64_t n = b; n < e; n += block)
+        for (int64_t i = 0; i < m; ++i) kern.q(qxp + i * K, sxp + i * gpr, w, n, std::min(e, n + block), y + i * N);
     });
   } else {
     cpu::parallel_for(N, grain, [&](int64_t b, int64_t e) {
-      for (int64_t n = b; n < e; ++n) {
-        const int8_t* wq = w.q.data() + n * K;
-        const float* ws = w.scales.data() + n * gpr;
-        for (int64_t i = 0; i < m; ++i) y[i * N + n] = kern.f(x + i * K, wq, ws, K, G);
-      }
+      for (int64_t n = b; n < e; n += block)
+        for (int64_t i = 0; i < m; ++i) kern.f(x + i * K, w, n, std::min(e, n + block), y + i * N);
     });
   }
 }

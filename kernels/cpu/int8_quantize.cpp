@@ -11,41 +11,6 @@
 
 namespace tapegrad::kernels {
 
-namespace cpu {
-
-float quantize_group(const float* x, int64_t n, int8_t* q) {
-  float amax = 0.0f, poison = 0.0f;  // poison: NaN when a value is inf or NaN (x · 0)
-  for (int64_t i = 0; i < n; ++i) {
-    amax = std::fmax(amax, std::fabs(x[i]));
-    poison += x[i] * 0.0f;
-  }
-  if (poison != 0.0f) {  // inf/NaN in the group: values 0 and a NaN scale, so the products are NaN
-    for (int64_t i = 0; i < n; ++i) q[i] = 0;
-    return std::nanf("");
-  }
-  const float scale = amax / 127.0f;
-  if (scale == 0.0f) {
-    for (int64_t i = 0; i < n; ++i) q[i] = 0;
-    return 0.0f;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = std::nearbyint(x[i] / scale);  // |x / scale| ≤ 127 up to rounding: clamp for safety
-    q[i] = static_cast<int8_t>(std::fmin(127.0f, std::fmax(-127.0f, v)));
-  }
-  return scale;
-}
-
-void quantize_rows(const float* x, int64_t rows, int64_t cols, int64_t group, int8_t* q, float* scales) {
-  const int64_t gpr = (cols + group - 1) / group;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t g = 0; g < gpr; ++g) {
-      const int64_t k0 = g * group, n = std::min(group, cols - k0);
-      scales[r * gpr + g] = quantize_group(x + r * cols + k0, n, q + r * cols + k0);
-    }
-}
-
-}  // namespace cpu
-
 void check_int8_matrix(const Int8Matrix& m, const char* what) {
   TG_CHECK(m.rows > 0 && m.cols > 0 && m.group > 0,
            "int8: {}: rows {}, cols {} and group {} must be positive", what, m.rows, m.cols, m.group);
