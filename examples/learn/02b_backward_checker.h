@@ -204,12 +204,11 @@ inline bool check_backward(const TestGraph& graph, const Backward& my_backward, 
   }
   problems.insert(problems.end(), fd_problems.begin(), fd_problems.end());
   if (problems.empty()) {
-    fmt::print("MATCH: my_backward gives every value the gradient backward() and finite differences give\n\n");
+    fmt::print("MATCH: my_backward gives every value the gradient backward() and finite differences give\n");
     return true;
   }
   fmt::print("MISMATCH: {}\n", problems[0]);
   for (size_t k = 1; k < problems.size() && k < 4; ++k) fmt::print("  also: {}\n", problems[k]);
-  fmt::print("\n");
   return false;
 }
 

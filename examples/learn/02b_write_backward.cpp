@@ -117,7 +117,9 @@ learn::TestGraph tensor_graph() {
 
 int run() {
   bool ok = learn::check_backward(neuron(false), my_backward, my_local_rule);
+  fmt::print("\n");
   ok = learn::check_backward(tensor_graph(), my_backward, tape_rule) && ok;
+  fmt::print("\n");
   ok = learn::check_backward(neuron(true), my_backward, my_local_rule) && ok;
   return ok ? 0 : 1;
 }
