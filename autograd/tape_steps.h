@@ -2,18 +2,20 @@
 // with its inputs, its output and its backward as a callable. With it you can write backward() yourself
 // (docs/learn/02b_write_backward.md; docs/graph.md, "Walking the tape yourself"):
 //
-//   RetainValuesGuard keep;                       // so that steps carry their values (optional)
-//   Tensor o = tanh(x1 * w1 + b);
-//   std::map<std::string, Tensor> grad;           // d o / d(value), by the value's name
-//   grad[...all inputs...] = zeros(...);  grad["#3"] = ones({}, kFloat64);
-//   for (const TapeStep& s : std::views::reverse(tape_steps(o))) {       // newest step first
-//     std::vector<Tensor> local = s.local_backward(grad[s.output.name]);  // one gradient per input
+//   std::vector<TapeStep> steps = tape_steps(loss);
+//   std::map<std::string, Tensor> grad;             // d loss/d(value), by the value's name ("#3", "w")
+//   for (const TapeStep& s : steps)
+//     for (const TapeValue& in : s.inputs)
+//       if (in.needs_grad) grad[in.name] = zeros(in.shape, in.dtype);
+//   grad[steps.back().output.name] = ones(loss.shape(), loss.options());
+//   for (const TapeStep& s : std::views::reverse(steps)) {                  // newest step first
+//     std::vector<Tensor> local = s.local_backward(grad[s.output.name]);   // one share per input
 //     for (size_t i = 0; i < s.inputs.size(); ++i)
 //       if (s.inputs[i].needs_grad) grad[s.inputs[i].name] = grad[s.inputs[i].name] + local[i];  // +=
 //   }
 //
 // This is what Tensor::backward does (autograd/engine.cpp), without its memory savings. Meant for small
-// graphs: each step keeps the graph alive, and local_backward hands back fresh buffers.
+// graphs: the steps keep the graph alive, and local_backward hands back fresh buffers.
 #pragma once
 #include <cstdint>
 #include <functional>
