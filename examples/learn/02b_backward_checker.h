@@ -13,7 +13,6 @@
 #include <exception>
 #include <functional>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
