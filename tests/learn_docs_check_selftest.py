@@ -58,6 +58,7 @@ def main() -> int:
         program(bins, "echo_args", 'echo "args: $*"; echo "cwd empty: $(ls -A | wc -l)"')
         program(bins, "skipper", "echo 'needs ../shared/data/cs336, not here'; exit 77")
         program(bins, "crasher", "echo partial; echo 'boom' >&2; exit 3")
+        program(bins, "tiny", "echo 'worst error 3.0e-09: MATCH'; echo 'lr 0.000305'")
         program(bins, "timing", "echo start; echo 'took 0.123 s'; echo 'took 0.456 s'; echo end")
 
         md = chapter(work, block("table", "h error", "0.1 [1.5e-03,", "0.01 [1.5e-05,", "done MATCH"))
@@ -127,6 +128,42 @@ def main() -> int:
 
         md = chapter(work, block("table tolerance=1", "x"))
         expect("an unknown marker key is an error", *check(md, bins), 1, "unknown key 'tolerance'")
+
+        # Small numbers written with an exponent are compared by order of magnitude, not with tol's
+        # absolute floor (under which every error column below 1e-6 used to pass).
+        md = chapter(work, block("tiny", "worst error 2.4e-15: MATCH", "lr 0.000305"))
+        expect("a small number 1e6 times off fails (no absolute floor for 2.4e-15)", *check(md, bins), 1,
+               "expected: 'worst error 2.4e-15: MATCH'")
+
+        md = chapter(work, block("tiny", "worst error 1.0e-09: MATCH", "lr 0.000305"))
+        expect("a small number within a factor 10 passes", *check(md, bins), 0)
+
+        md = chapter(work, block("tiny mag=2", "worst error 1.0e-09: MATCH", "lr 0.000305"))
+        expect("mag=2 makes the factor 2", *check(md, bins), 1, "mag=2")
+
+        md = chapter(work, block("tiny mag=0", "worst error 2.4e-15: MATCH", "lr 0.000305"))
+        expect("mag=0 keeps only the tol rule", *check(md, bins), 0)
+
+        md = chapter(work, block("tiny", "worst error -3.0e-09: MATCH", "lr 0.000305"))
+        expect("a small number of the other sign fails", *check(md, bins), 1, "expected: 'worst error -3.0e-09")
+
+        md = chapter(work, block("tiny tol=1e-3", "worst error 3.0e-09: MATCH", "lr 0.0003"))
+        expect("a number without an exponent keeps tol's floor", *check(md, bins), 0)
+
+        # part=: a part that may skip (golden data a clone lacks) is a test of its own.
+        table_ok = block("table", "h error", "0.1 [1.5e-03,", "0.01 [1.5e-05,", "done MATCH")
+        md = chapter(work, block("skipper part=golden", "x") + "\n" + table_ok)
+        expect("without --part the blocks without part= are checked: the chapter passes, not skipped",
+               *check(md, bins), 0, "1 output block(s) match")
+        expect("--part golden checks only that part: skipped", *check(md, bins, "--part", "golden"), 77,
+               "needs ../shared/data/cs336")
+        md = chapter(work, block("skipper part=golden", "x") + "\n"
+                     + block("table", "h error", "0.1 [1.5e-03,", "0.01 [1.5e-05,", "done MISMATCH"))
+        expect("a wrong answer outside the part still fails", *check(md, bins), 1, "expected: 'done MISMATCH'")
+        expect("--part naming no block is an error", *check(md, bins, "--part", "gold"), 1,
+               "no output block is marked part=gold")
+        md = chapter(work, block("table part='a b'", "x"))
+        expect("a part name with a space is an error", *check(md, bins), 1, "is not a name")
 
         # --update rewrites a stale block and leaves the rest of the chapter alone.
         stale = block("table", "h error", "0.1 [9.9e-03,") + "\nAfter the block.\n"
