@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""learn_docs_check_selftest.py — tests tests/learn_docs_check.py on small fake chapters and programs.
+"""learn_docs_check_selftest.py — tests tests/learn_docs_check.py on small fake chapters and programs, and
+tests/learn_commands_check.py on a fake docs folder and build.
 
 Each case writes a chapter (markdown) and shell-script "programs" into a temporary directory, runs the
 checker on them and asserts its exit code and what it prints. Exit 0 when every case passes.
@@ -13,6 +14,7 @@ import sys
 import tempfile
 
 CHECKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "learn_docs_check.py")
+COMMANDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "learn_commands_check.py")
 FENCE = "```"
 
 
@@ -48,6 +50,40 @@ def expect(name: str, got_rc: int, out: str, rc: int, *must_contain: str) -> Non
         failures.append(f"{name}: exit {got_rc} (want {rc}); missing {missing}\n{out}")
     else:
         print(f"ok   {name}")
+
+
+def commands_selftest() -> None:
+    """tests/learn_commands_check.py on a fake docs folder and a fake build (two ctests, a fake Catch2 binary)."""
+    with tempfile.TemporaryDirectory() as work:
+        docs, build = os.path.join(work, "docs"), os.path.join(work, "build")
+        os.makedirs(os.path.join(build, "tests"))
+        os.mkdir(docs)
+        with open(os.path.join(build, "CTestTestfile.cmake"), "w") as f:
+            f.write('add_test("learn: 01 shows output" "true")\nadd_test("a seq-to-seq test" "true")\n')
+        program(os.path.join(build, "tests"), "tapegrad_tests",
+                'case "$*" in *"[seq2seq]"*) echo "3 matching test cases";; *) echo "0 matching test cases";; esac')
+
+        def run(*md: str) -> tuple[int, str]:
+            for name in os.listdir(docs):
+                os.remove(os.path.join(docs, name))
+            for k, text in enumerate(md):
+                with open(os.path.join(docs, f"0{k + 1}_ch.md"), "w") as f:
+                    f.write(text)
+            p = subprocess.run([sys.executable, COMMANDS, docs, build], capture_output=True, text=True, timeout=60)
+            return p.returncode, p.stdout + p.stderr
+
+        expect("commands: a ctest regex that matches a test passes",
+               *run("Run `ctest -R '^learn: 01'`.\n"), 0, "runs 1 test(s)")
+        expect("commands: `ctest -R 'seq2seq'` matching no test fails, naming chapter, line and command",
+               *run("Intro.\n", "x\n\nthen `ctest -R 'seq2seq'` must pass\n"), 1,
+               "02_ch.md:3: `ctest -R 'seq2seq'` runs no test")
+        expect("commands: a Catch2 tag that exists passes; one in a fenced block that does not fails",
+               *run("`build/tests/tapegrad_tests \"[seq2seq]\"`\n```sh\ncd build && "
+                    "tests/tapegrad_tests \"[nope]\"   # comment\n```\n"), 1,
+               "runs 3 test(s)", "01_ch.md:3: `tests/tapegrad_tests \"[nope]\"` runs no test")
+        os.remove(os.path.join(build, "tests", "tapegrad_tests"))
+        expect("commands: without a built tapegrad_tests its commands are skipped (77)",
+               *run("`ctest -R seq` and `build/tests/tapegrad_tests \"[x]\"`\n"), 77, "is not built")
 
 
 def main() -> int:
@@ -180,6 +216,7 @@ def main() -> int:
             print("ok   --update rewrites exactly the stale block")
         expect("the updated chapter then checks", *check(md, bins), 0)
 
+    commands_selftest()
     if failures:
         print(f"\n{len(failures)} case(s) FAILED:")
         for f in failures:
