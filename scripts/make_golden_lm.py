@@ -7,7 +7,7 @@ parameter's gradient and the parameters after one AdamW step, all computed in fl
 docs/learn (`06_transformer_block --golden`) and tests/test_nn_reference.cpp, tests/test_optim_adamw.cpp
 compare tapegrad with them. A clone without ../shared can make its own:
 
-    pip install torch                                   # any recent version; CPU is enough
+    scripts/deps.sh --bench                             # Debian's python3-torch (or: pip install torch)
     python3 scripts/make_golden_lm.py                   # writes ../shared/data/reference/*.safetensors
     python3 scripts/make_golden_lm.py --out DIR         # somewhere else
     python3 scripts/make_golden_lm.py --check FILE...   # recompute a file from its weights and inputs
@@ -36,7 +36,7 @@ import sys
 try:
     import torch
 except ImportError:
-    print("error: make_golden_lm.py needs PyTorch (pip install torch)", file=sys.stderr)
+    print("error: make_golden_lm.py needs PyTorch (scripts/deps.sh --bench, or pip install torch)", file=sys.stderr)
     sys.exit(2)
 
 ADAMW = dict(lr=0.01, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
