@@ -109,9 +109,11 @@ def load(browser, page, step):
         fail(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr[-2000:]}")
     dom = Dom()
     dom.feed(r.stdout)
+    if "data-clipped" not in dom.body or "data-overlaps" not in dom.body:
+        fail(f"step {step}: the page does not report its layout (the body's data-clipped, data-overlaps)")
     if dom.body.get("data-clipped"):
         fail(f"step {step}: at 1400x1000 the page cuts off {dom.body['data-clipped']}")
-    if dom.body.get("data-overlaps") not in (None, "0"):
+    if dom.body.get("data-overlaps") != "0":
         fail(f"step {step}: {dom.body['data-overlaps']} red label(s) cover a node or another label")
     return dom
 
