@@ -205,20 +205,29 @@ function show(k) {
     const [mx, my] = edges[a.edge].mid;
     const g = el("g", {class: "edge-label"}, labelLayer);
     const box = el("rect", {rx: 3}, g);
-    const t = textBlock(g, mx + 6, my + 4, [a.lines.join(" ").replace(/\s+/g, " ")], "");
+    // named after the input it goes to ("b += [-1.002]"): two labels near one entry stay told apart
+    const t = textBlock(g, mx + 6, my + 4, [nodes[edges[a.edge].from].title + " " + a.lines.join(" ").replace(/\s+/g, " ").replace(/^\+ /, "+= ")], "");
     const w = t.getBBox().width;
     const moveTo = (x, y) => { t.setAttribute("x", x); t.firstChild.setAttribute("x", x); t.setAttribute("y", y); return t.getBBox(); };
     const hits = r => boxes.some(q => overlap(r, q)) || placed.some(q => overlap(r, q));
-    // Right of the edge's middle, else left of it, each moved up or down by a line at a time: the first
-    // place inside the drawing that covers nothing.
-    let bb = null;
-    for (let k = 0; k < 24 && !bb; ++k) {
+    // Beside a point of the edge (near the input it adds to first, where edges into one entry part), right of it, left of it or
+    // centred on it; failing that, beside the middle moved up or down a line at a time: the first place
+    // inside the drawing that covers nothing.
+    const spots = [];
+    const len = p.getTotalLength();
+    for (const f of [0.25, 0.4, 0.15, 0.55, 0.7, 0.85]) {
+      const q = p.getPointAtLength(f * len);
+      for (const x of [q.x + 6, q.x - 6 - w, q.x - w / 2]) spots.push([x, q.y + 4]);
+    }
+    for (let k = 1; k < 24; ++k) {
       const dy = (k % 2 ? -1 : 1) * Math.ceil(k / 2) * (M.line_height + 4);
-      for (const x of [mx + 6, mx - 6 - w]) {
-        if (x < 0 || x + w > width + 16) continue;
-        const r = moveTo(x, my + 4 + dy);
-        if (!hits(r)) { bb = r; break; }
-      }
+      for (const x of [mx + 6, mx - 6 - w]) spots.push([x, my + 4 + dy]);
+    }
+    let bb = null;
+    for (const [x, y] of spots) {
+      if (x < 0 || x + w > width + 16) continue;
+      const r = moveTo(x, y);
+      if (!hits(r)) { bb = r; break; }
     }
     if (!bb) { bb = moveTo(Math.min(mx + 6, width + 16 - w), my + 4); ++overlaps; }
     placed.push(bb);
