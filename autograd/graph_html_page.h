@@ -114,7 +114,8 @@ svg.setAttribute("viewBox", `0 0 ${width + 24} ${height + 24}`);
 const graphBox = document.getElementById("graph-box");
 // Scale the drawing down to fit its box (not below 60 %: then it scrolls), so nothing is cut off.
 function fit() {
-  const s = Math.max(0.6, Math.min(1, (graphBox.clientWidth - 4) / (width + 24), (graphBox.clientHeight - 4) / (height + 24)));
+  const s = Math.max(0.6, Math.min(1, (graphBox.clientWidth - 4) / (width + 24),
+                                   (graphBox.clientHeight - 4) / (height + 24)));
   svg.setAttribute("width", (width + 24) * s);
   svg.setAttribute("height", (height + 24) * s);
 }
@@ -206,13 +207,19 @@ function show(k) {
     const g = el("g", {class: "edge-label"}, labelLayer);
     const box = el("rect", {rx: 3}, g);
     // named after the input it goes to ("b += [-1.002]"): two labels near one entry stay told apart
-    const t = textBlock(g, mx + 6, my + 4, [nodes[edges[a.edge].from].title + " " + a.lines.join(" ").replace(/\s+/g, " ").replace(/^\+ /, "+= ")], "");
+    const added = a.lines.join(" ").replace(/\s+/g, " ").replace(/^\+ /, "+= ");
+    const t = textBlock(g, mx + 6, my + 4, [nodes[edges[a.edge].from].title + " " + added], "");
     const w = t.getBBox().width;
-    const moveTo = (x, y) => { t.setAttribute("x", x); t.firstChild.setAttribute("x", x); t.setAttribute("y", y); return t.getBBox(); };
+    const moveTo = (x, y) => {
+      t.setAttribute("x", x);
+      t.firstChild.setAttribute("x", x);
+      t.setAttribute("y", y);
+      return t.getBBox();
+    };
     const hits = r => boxes.some(q => overlap(r, q)) || placed.some(q => overlap(r, q));
-    // Beside a point of the edge (near the input it adds to first, where edges into one entry part), right of it, left of it or
-    // centred on it; failing that, beside the middle moved up or down a line at a time: the first place
-    // inside the drawing that covers nothing.
+    // Beside a point of the edge (near the input it adds to first, where edges into one entry part),
+    // right of it, left of it or centred on it; failing that, beside the middle moved up or down a line
+    // at a time: the first place inside the drawing that covers nothing.
     const spots = [];
     const len = p.getTotalLength();
     for (const f of [0.25, 0.4, 0.15, 0.55, 0.7, 0.85]) {

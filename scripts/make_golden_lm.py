@@ -14,8 +14,9 @@ compare tapegrad with them. A clone without ../shared can make its own:
 
 The weights are random but seeded, drawn in the order CI's files were: with the same seeds this script
 makes the same weights and inputs (checked: equal to the bit), and everything computed from them agrees
-with CI's files to about 1e-15 (another PyTorch version or CPU may change the last bits). --check loads a file's weights and inputs, recomputes everything else and prints the largest difference
-for each kind of tensor: it shows that this script computes what the file holds.
+with CI's files to about 1e-15 (checked with PyTorch 2.15; another version or CPU may change the last
+bits). --check loads a file's weights and inputs, recomputes everything else and prints the largest
+difference for each kind of tensor: it shows that this script computes what the file holds.
 
 The model follows CS336 assignment 1: token embedding; per layer x + attn(ln1(x)), then x + ffn(ln2(x));
 ln_final; untied lm_head. RMSNorm x / sqrt(mean(x²) + eps) · g with eps 1e-5; RoPE on interleaved pairs
@@ -56,8 +57,10 @@ def param_shapes(c: dict) -> list[tuple[str, list[int]]]:
     out = [("token_embeddings.weight", [c["vocab"], C]), ("ln_final.weight", [C]), ("lm_head.weight", [c["vocab"], C])]
     for i in range(c["layers"]):
         p = f"layers.{i}."
-        out += [(p + "attn.q_proj.weight", [c["heads"] * D, C]), (p + "attn.k_proj.weight", [c["kv_heads"] * D, C]),
-                (p + "attn.v_proj.weight", [c["kv_heads"] * D, C]), (p + "attn.output_proj.weight", [C, c["heads"] * D]),
+        out += [(p + "attn.q_proj.weight", [c["heads"] * D, C]),
+                (p + "attn.k_proj.weight", [c["kv_heads"] * D, C]),
+                (p + "attn.v_proj.weight", [c["kv_heads"] * D, C]),
+                (p + "attn.output_proj.weight", [C, c["heads"] * D]),
                 (p + "ln1.weight", [C]), (p + "ln2.weight", [C]), (p + "ffn.w1.weight", [c["d_ff"], C]),
                 (p + "ffn.w3.weight", [c["d_ff"], C]), (p + "ffn.w2.weight", [C, c["d_ff"]])]
     return out

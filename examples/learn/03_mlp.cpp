@@ -112,8 +112,8 @@ int run() {
   if (same_forward)
     fmt::print("MATCH: the forward lambda gives the same loss\n");
   else
-    fmt::print("MISMATCH: the forward lambda gives loss {:.6f}, the lines above {:.6f} (the same activation in both?)\n",
-               forward_loss, loss.item());
+    fmt::print("MISMATCH: the forward lambda gives loss {:.6f}, the lines above {:.6f} "
+               "(the same activation in both?)\n", forward_loss, loss.item());
 
   // gradcheck: backward against central finite differences for every element of every parameter.
   auto mlp_loss = [&](const std::vector<Tensor>& p) { return mse(forward(X, p[0], p[1], p[2], p[3]), y); };
