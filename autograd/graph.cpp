@@ -204,7 +204,11 @@ std::string to_dot(const Tensor& root, const DotOptions& options) {
                          name, e.shape.str(), dtype_name(e.dtype),
                          show ? value_part(kept, Tensor(), false, options) : "");
       }
-      s += fmt::format("  {} -> {} [label=\"{}\"];\n", from, id, e.shape.str());
+      // A 0-d input's label would be "[]" on every edge of a scalar graph: noise, so it has none.
+      if (e.shape.empty())
+        s += fmt::format("  {} -> {};\n", from, id);
+      else
+        s += fmt::format("  {} -> {} [label=\"{}\"];\n", from, id, e.shape.str());
     }
   }
   s += fmt::format(

@@ -60,7 +60,8 @@ std::string tape_string(const Tensor& root);
 
 // The same graph as Graphviz DOT. Leaves are boxes (green when they require grad, i.e. receive a
 // gradient; grey for constants); ops are ellipses labelled with their output shape; edges carry
-// values forward (solid) and are labelled with shapes; the dashed edge shows where backward starts.
+// values forward (solid) and are labelled with shapes (except a 0-d input's: no "[]" on the edges of a
+// scalar graph); the dashed edge shows where backward starts.
 // With options.values / options.grads every node also shows its value / gradient (micrograd's
 // draw_dot: "data 0.8814 | grad 0.5"): leaves their value and .grad; op entries their retained
 // value and gradient (recorded and run under RetainValuesGuard, above); constants the value kept

@@ -23,6 +23,7 @@
 
 #include "autograd/graph.h"
 #include "autograd/graph_html_page.h"
+#include "autograd/graph_rule.h"
 #include "autograd/ops.h"
 #include "autograd/node.h"
 
@@ -61,11 +62,17 @@ std::vector<std::string> prefixed(const std::string& prefix, const std::vector<s
 // One gradient as the page shows it: "grad " + value_lines.
 std::vector<std::string> grad_text(const Tensor& g) { return prefixed("grad ", value_lines(g, kMaxElements)); }
 
+struct Added {
+  int edge = 0;                    // the edge to the input it went to
+  std::vector<std::string> lines;  // the contribution, "+ …"
+  std::string rule;                // why: "grad × w2 = 0.1807 × 0.4 = 0.07228" (graph_rule.h)
+};
+
 struct Step {
   int entry = -1;                 // node index of the entry that ran (the root at step 0)
   bool ran = false;               // false: no gradient reached it, backward skipped it
   std::vector<std::string> received;
-  std::vector<std::pair<int, std::vector<std::string>>> adds;    // edge index → contribution lines
+  std::vector<Added> adds;
   std::vector<std::pair<int, std::vector<std::string>>> totals;  // node index → grad so far
 };
 
@@ -193,6 +200,16 @@ void GraphPage::record_steps(const Tensor& root) {
     s.ran = n->retained_grad().defined();
     if (s.ran) s.received = grad_text(n->retained_grad());
     const auto contributions = n->retained_input_grads();
+    detail::RuleInputs rule;
+    rule.op = n->name();
+    rule.received = n->retained_grad();
+    const auto kept = n->retained_input_values();
+    for (size_t i = 0; i < n->inputs().size(); ++i) {
+      const Edge& e = n->inputs()[i];
+      rule.titles.push_back(nodes_[edges_[in_edges_[s.entry][i]].from].title);
+      rule.values.push_back(e.node ? e.node->retained_value() : e.leaf ? Tensor(e.leaf) : i < kept.size() ? kept[i]
+                                                                                                       : Tensor());
+    }
     for (size_t i = 0; i < contributions.size(); ++i) {
       const Tensor& c = contributions[i];
       if (!c.defined()) continue;
@@ -200,9 +217,11 @@ void GraphPage::record_steps(const Tensor& root) {
       const int to = edges_[edge].from;
       const Tensor c64 = c.detach().to(kCPU).to(kFloat64);
       total[to] = total[to].defined() ? add(total[to], c64) : c64.clone();
-      s.adds.emplace_back(edge, prefixed("+ ", value_lines(c, kMaxElements)));
+      rule.slot = i;
+      rule.added = c;
+      s.adds.push_back({edge, prefixed("+ ", value_lines(c, kMaxElements)), detail::local_rule_with_numbers(rule)});
       s.totals.emplace_back(to, grad_text(total[to]));
-      note(s.adds.back().second, to);
+      note(s.adds.back().lines, to);
       note(s.totals.back().second, to);
     }
     steps_.push_back(std::move(s));
@@ -344,7 +363,7 @@ std::string GraphPage::json() const {
   json steps = json::array();
   for (const Step& s : steps_) {
     json adds = json::array(), totals = json::array();
-    for (const auto& [edge, lines] : s.adds) adds.push_back({{"edge", edge}, {"lines", lines_json(lines)}});
+    for (const Added& a : s.adds) adds.push_back({{"edge", a.edge}, {"lines", lines_json(a.lines)}, {"rule", a.rule}});
     for (const auto& [node, lines] : s.totals) totals.push_back({{"node", node}, {"lines", lines_json(lines)}});
     steps.push_back({{"entry", s.entry}, {"ran", s.ran}, {"received", lines_json(s.received)}, {"adds", adds},
                      {"totals", totals}});

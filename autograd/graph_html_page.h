@@ -5,9 +5,14 @@
 // The JSON blob (written by graph_html.cpp):
 //   nodes[i] = {kind: "op"|"leaf"|"const", title, sub, value: [lines], x, y, w, h}   (laid out in C++)
 //   edges[j] = {from, to, slot, slots, shape}   (from = the input node, to = the op that consumes it)
-//   steps[k] = {entry, ran, received: [lines], adds: [{edge, lines}], totals: [{node, lines}]}
+//   steps[k] = {entry, ran, received: [lines], adds: [{edge, lines, rule}], totals: [{node, lines}]}
+//              (rule: why the entry adds that, "grad × w2 = 0.1807 × 0.4 = 0.07228", graph_rule.h)
 //   values_kept, grads_kept: whether the graph was recorded / run under RetainValuesGuard
 // A node's gradient at step k is its last `totals` entry among steps 0..k.
+// Layout on the page: the drawing is scaled down (to 60 % at most) to fit its box, so a graph of the
+// tool's size is seen whole at 1400×1000; each red label goes to the first place near its edge that
+// covers no node and no other label. The body's data-overlaps (labels that still cover something) and
+// data-clipped (titles of nodes outside the visible box) let tests/html_stepper_check.py check that.
 #pragma once
 
 namespace tapegrad::detail {
@@ -28,6 +33,7 @@ inline constexpr const char* kGraphHtmlPage = R"html(<!DOCTYPE html>
   #graph-box { flex: 1; overflow: auto; }
   #panel { width: 420px; overflow: auto; border-left: 1px solid #ccc; padding: 8px 16px; }
   #panel pre { margin: 2px 0 8px 12px; font: 12px "DejaVu Sans Mono", Menlo, Consolas, monospace; }
+  #panel .rule { margin: 0 0 8px 12px; font: 12px "DejaVu Sans Mono", Menlo, Consolas, monospace; color: #555; }
   #notice { background: #fff3cd; border: 1px solid #e0c36b; padding: 6px 8px; margin: 8px 0; }
   #steps li { cursor: pointer; font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 12px; }
   #steps li.current { font-weight: bold; background: #ffe08a; }
@@ -65,7 +71,8 @@ inline constexpr const char* kGraphHtmlPage = R"html(<!DOCTYPE html>
     <p class="legend"><span style="background:#d5e8d4">parameter (leaf)</span><span style="background:#dae8fc">tape
       entry</span><span style="background:#eeeeee">constant</span><span style="background:#ffe08a">running now</span></p>
     <p>Backward replays the tape from the newest entry to the oldest. Each entry receives dL/d(its output) and
-      adds its share to each input's gradient (red: what this step added). Keys: → next, ← previous.</p>
+      adds its share to each input's gradient (red: what this step added); "why" gives the entry's local rule,
+      with grad = dL/d(its output). Keys: → next, ← previous.</p>
     <ol id="steps" start="0"></ol>
   </div>
 </main>
@@ -103,8 +110,17 @@ function textBlock(parent, x, y, lines, cls) {
 // ---- draw the graph once ----
 let width = 0, height = 0;
 for (const n of nodes) { width = Math.max(width, n.x + n.w); height = Math.max(height, n.y + n.h); }
-svg.setAttribute("width", width + 24);
-svg.setAttribute("height", height + 24);
+svg.setAttribute("viewBox", `0 0 ${width + 24} ${height + 24}`);
+const graphBox = document.getElementById("graph-box");
+// Scale the drawing down to fit its box (not below 60 %: then it scrolls), so nothing is cut off.
+function fit() {
+  const s = Math.max(0.6, Math.min(1, (graphBox.clientWidth - 4) / (width + 24),
+                                   (graphBox.clientHeight - 4) / (height + 24)));
+  svg.setAttribute("width", (width + 24) * s);
+  svg.setAttribute("height", (height + 24) * s);
+}
+fit();
+window.addEventListener("resize", fit);
 const defs = el("defs", {}, svg);
 for (const [id, color] of [["arrow", "#888"], ["arrow-grad", "#d00000"]]) {
   const m = el("marker", {id: id, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7,
@@ -176,7 +192,12 @@ function show(k) {
   });
   edgeEls.forEach(p => { p.classList.remove("active"); p.setAttribute("marker-end", "url(#arrow)"); p.removeAttribute("marker-start"); });
   while (labelLayer.firstChild) labelLayer.removeChild(labelLayer.firstChild);
+  // Obstacles: every node's box and the labels placed so far (with a 4 px margin).
+  const boxes = nodes.map(n => ({x: n.x, y: n.y, width: n.w, height: n.h}));
+  const overlap = (r, q) => r.x < q.x + q.width + 4 && q.x < r.x + r.width + 4 && r.y < q.y + q.height + 4 &&
+                            q.y < r.y + r.height + 4;
   const placed = [];
+  let overlaps = 0;
   for (const a of step.adds) {
     const p = edgeEls[a.edge];
     p.classList.add("active");
@@ -185,24 +206,50 @@ function show(k) {
     const [mx, my] = edges[a.edge].mid;
     const g = el("g", {class: "edge-label"}, labelLayer);
     const box = el("rect", {rx: 3}, g);
-    const t = textBlock(g, mx + 6, my + 4, [a.lines.join(" ").replace(/\s+/g, " ")], "");
-    let bb = t.getBBox();
-    if (bb.x + bb.width > width + 16) {  // keep the label inside the drawing: move it left of the edge
-      t.setAttribute("x", mx - 6 - bb.width);
-      t.firstChild.setAttribute("x", mx - 6 - bb.width);
-      bb = t.getBBox();
+    // named after the input it goes to ("b += [-1.002]"): two labels near one entry stay told apart
+    const added = a.lines.join(" ").replace(/\s+/g, " ").replace(/^\+ /, "+= ");
+    const t = textBlock(g, mx + 6, my + 4, [nodes[edges[a.edge].from].title + " " + added], "");
+    const w = t.getBBox().width;
+    const moveTo = (x, y) => {
+      t.setAttribute("x", x);
+      t.firstChild.setAttribute("x", x);
+      t.setAttribute("y", y);
+      return t.getBBox();
+    };
+    const hits = r => boxes.some(q => overlap(r, q)) || placed.some(q => overlap(r, q));
+    // Beside a point of the edge (near the input it adds to first, where edges into one entry part),
+    // right of it, left of it or centred on it; failing that, beside the middle moved up or down a line
+    // at a time: the first place inside the drawing that covers nothing.
+    const spots = [];
+    const len = p.getTotalLength();
+    for (const f of [0.25, 0.4, 0.15, 0.55, 0.7, 0.85]) {
+      const q = p.getPointAtLength(f * len);
+      for (const x of [q.x + 6, q.x - 6 - w, q.x - w / 2]) spots.push([x, q.y + 4]);
     }
-    // one label under another when they would overlap
-    const hits = r => placed.some(q => r.x < q.x + q.width + 4 && q.x < r.x + r.width + 4 && r.y < q.y + q.height + 4 && q.y < r.y + r.height + 4);
-    for (let tries = 0; tries < 20 && hits(bb); ++tries) {
-      t.setAttribute("y", +t.getAttribute("y") + M.line_height + 4);
-      bb = t.getBBox();
+    for (let k = 1; k < 24; ++k) {
+      const dy = (k % 2 ? -1 : 1) * Math.ceil(k / 2) * (M.line_height + 4);
+      for (const x of [mx + 6, mx - 6 - w]) spots.push([x, my + 4 + dy]);
     }
+    let bb = null;
+    for (const [x, y] of spots) {
+      if (x < 0 || x + w > width + 16) continue;
+      const r = moveTo(x, y);
+      if (!hits(r)) { bb = r; break; }
+    }
+    if (!bb) { bb = moveTo(Math.min(mx + 6, width + 16 - w), my + 4); ++overlaps; }
     placed.push(bb);
     box.setAttribute("x", bb.x - 3); box.setAttribute("y", bb.y - 2);
     box.setAttribute("width", bb.width + 6); box.setAttribute("height", bb.height + 4);
   }
-  if (nodeEls[step.entry]) nodeEls[step.entry].g.scrollIntoView({block: "center", inline: "nearest"});
+  document.body.setAttribute("data-overlaps", overlaps);
+  if (nodeEls[step.entry]) nodeEls[step.entry].g.scrollIntoView({block: "nearest", inline: "nearest"});
+  // Which nodes the box does not show whole (for the page's test; normally none).
+  const view = graphBox.getBoundingClientRect();
+  const clipped = nodeEls.filter(ne => {
+    const r = ne.g.getBoundingClientRect();
+    return r.top < view.top - 1 || r.bottom > view.bottom + 1 || r.left < view.left - 1 || r.right > view.right + 1;
+  }).map(ne => ne.g.getAttribute("data-title"));
+  document.body.setAttribute("data-clipped", clipped.join(", "));
   // the header and the side panel
   const entry = nodes[step.entry];
   document.getElementById("step-title").textContent = k === 0
@@ -222,8 +269,9 @@ function show(k) {
     if (step.adds.length) html("p", "and added to its inputs:", detail);
     for (const a of step.adds) {
       const e = edges[a.edge];
-      html("p", `input ${e.slot}: ${nodes[e.from].title} (${e.shape})`, detail);
+      html("p", `input ${e.slot}: ${nodes[e.from].title}` + (e.shape === "[]" ? "" : ` (${e.shape})`), detail);
       html("pre", a.lines.join("\n"), detail);
+      if (a.rule) html("p", "why: " + a.rule, detail, "rule");
     }
     const none = edges.filter((e, j) => e.to === step.entry && !step.adds.some(a => a.edge === j));
     for (const e of none) html("p", `input ${e.slot}: ${nodes[e.from].title}: no gradient (it needs none)`, detail);

@@ -11,7 +11,10 @@ the page shows against the DOT labels:
   step 2     the second entry backward runs is highlighted, the panel shows the gradient it received
              (its DOT grad), and its input entry now shows exactly the gradient it passed (that
              input's DOT grad: it has no other consumer);
-  last step  the oldest entry is highlighted and the leaves w and b show their final .grad.
+  last step  the oldest entry is highlighted and the leaves w and b show their final .grad;
+  every step in a 1400×1000 window: every node is seen whole (the body's data-clipped is empty: the top
+             leaf used to be cut off) and no red label covers a node or another label (data-overlaps 0),
+             and each input that got a gradient has its "why:" line, the entry's local rule.
 Exits 77 (ctest: Skipped) with one line when no Chromium is installed, unless TAPEGRAD_REQUIRE_BROWSER=1.
 """
 import html.parser
@@ -70,12 +73,14 @@ class Dom(html.parser.HTMLParser):
         self.text = {}       # id -> text content
         self.groups = []     # (class, data-title) of each <g class="node ...">
         self.body_step = None
+        self.body = {}       # the body's attributes
         self._open = []      # stack of (tag, id or None)
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if tag == "body":
             self.body_step = a.get("data-step")
+            self.body = a
         if tag == "g" and "node" in (a.get("class") or "").split():
             self.groups.append((a.get("class"), a.get("data-title")))
         ident = a.get("id")
@@ -96,13 +101,20 @@ class Dom(html.parser.HTMLParser):
 
 
 def load(browser, page, step):
-    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000", "--dump-dom",
+    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+           "--window-size=1400,1000", "--hide-scrollbars", "--dump-dom",
            f"file://{page}#step={step}"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if r.returncode != 0 or "<body" not in r.stdout:
         fail(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr[-2000:]}")
     dom = Dom()
     dom.feed(r.stdout)
+    if "data-clipped" not in dom.body or "data-overlaps" not in dom.body:
+        fail(f"step {step}: the page does not report its layout (the body's data-clipped, data-overlaps)")
+    if dom.body.get("data-clipped"):
+        fail(f"step {step}: at 1400x1000 the page cuts off {dom.body['data-clipped']}")
+    if dom.body.get("data-overlaps") != "0":
+        fail(f"step {step}: {dom.body['data-overlaps']} red label(s) cover a node or another label")
     return dom
 
 
@@ -172,9 +184,13 @@ def main():
     shown = grad_shown(dom, input_lines[0])
     if shown != norm(grad_lines(input_lines)):
         fail(f"step 2: {input_lines[0]} shows {shown!r}, the DOT says {norm(grad_lines(input_lines))!r}")
+    if "why: grad" not in dom.text["step-detail"]:
+        fail(f"step 2: the panel does not say why (the local rule): {dom.text['step-detail']!r}")
     if grad_shown(dom, leaves["w"][0]) != "grad (nothing yet)":
         fail(f"step 2: w already shows a gradient: {grad_shown(dom, 'w')!r}")
 
+    for step in range(3, last):  # load() checks the layout of every step
+        load(browser, page, step)
     # the last step: the oldest entry ran; the leaves hold their final gradients
     dom = load(browser, page, last)
     if current_title(dom) != backward[-1][1][0]:

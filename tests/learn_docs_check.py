@@ -4,10 +4,11 @@
 Usage:
     learn_docs_check.py CHAPTER.md BIN_DIR            # check: exit 0 match, 1 mismatch/error, 77 skipped
     learn_docs_check.py CHAPTER.md BIN_DIR --update   # rewrite the output blocks with what the programs print
+    learn_docs_check.py CHAPTER.md BIN_DIR --part P   # check only the blocks marked part=P
 
 A chapter marks each output block with an HTML comment on the line directly before the fenced block:
 
-    <!-- output: 01_derivative tol=1e-6 args="--steps 3" -->
+    <!-- output: 01_derivative tol=1e-6 args="--steps 3" mag=10 part=golden -->
     ```text
     ...the program's stdout, verbatim...
     ```
@@ -17,11 +18,18 @@ a 240 s timeout) and compares its stdout with the block, line by line:
   * runs of whitespace collapse to one space, leading/trailing whitespace is ignored;
   * numbers (also glued to punctuation, as in "[0.5," or "x=1e-3;") compare with tolerance:
     |got - expected| <= tol * max(1, |expected|)  (tol defaults to 1e-6); nan/inf compare as text;
+  * a number the chapter writes with an exponent ("2.4e-15", "1.05e-10") is an order of magnitude,
+    and the absolute floor above would let any small value pass: it must also be within a factor
+    mag of the chapter's (expected/mag <= got <= expected*mag, the same sign; mag defaults to 10,
+    mag=0 turns this off); a shown 0 ("0.0e+00") keeps the tol rule only;
   * everything else must be equal;
   * a block line that is exactly "..." matches any number of output lines (zero or more).
 A program that exits 77 skips its blocks (with the program's reason); the other blocks are still
 checked, and the chapter exits 77 only when they all match. A chapter with no
 marker must say so with <!-- output: none (why) --> or it fails: a forgotten marker is not a pass.
+A block marked part=NAME is checked only with --part NAME (and the blocks without part= only
+without --part): a part that may skip (data a clone lacks) then gets a ctest of its own, and the
+other blocks' test passes or fails on any clone.
 Python 3.11 standard library only.
 """
 from __future__ import annotations
@@ -39,6 +47,7 @@ from dataclasses import dataclass, field
 SKIP = 77
 TIMEOUT_S = 240
 DEFAULT_TOL = 1e-6
+DEFAULT_MAG = 10.0
 
 MARKER = re.compile(r"^\s*<!--\s*output:\s*(?P<body>.*?)\s*-->\s*$")
 FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})")
@@ -56,20 +65,22 @@ class Block:
     program: str
     args: list[str]
     tol: float
+    mag: float
+    part: str
     marker_line: int                 # 1-based line number of the marker comment
     first: int                       # 0-based index of the first content line (after the opening fence)
     end: int                         # 0-based index of the closing fence
     expected: list[str] = field(default_factory=list)
 
 
-def parse_marker(body: str, line_no: int) -> tuple[str, list[str], float]:
+def parse_marker(body: str, line_no: int) -> tuple[str, list[str], float, float, str]:
     try:
         words = shlex.split(body)
     except ValueError as e:
         raise CheckError(f"line {line_no}: cannot parse the output marker ({e})") from None
     if not words:
         raise CheckError(f"line {line_no}: the output marker names no program")
-    program, args, tol = words[0], [], DEFAULT_TOL
+    program, args, tol, mag, part = words[0], [], DEFAULT_TOL, DEFAULT_MAG, ""
     if not PROGRAM_NAME.match(program):
         raise CheckError(f"line {line_no}: '{program}' is not a program name")
     for word in words[1:]:
@@ -83,11 +94,22 @@ def parse_marker(body: str, line_no: int) -> tuple[str, list[str], float]:
                 raise CheckError(f"line {line_no}: tol={value} is not a number") from None
             if not tol >= 0:
                 raise CheckError(f"line {line_no}: tol={value} must be >= 0")
+        elif key == "mag":
+            try:
+                mag = float(value)
+            except ValueError:
+                raise CheckError(f"line {line_no}: mag={value} is not a number") from None
+            if not (mag == 0 or mag >= 1):
+                raise CheckError(f"line {line_no}: mag={value} must be 0 (off) or >= 1")
+        elif key == "part":
+            if not PROGRAM_NAME.match(value):
+                raise CheckError(f"line {line_no}: part={value} is not a name (letters, digits, _ . -)")
+            part = value
         elif key == "args":
             args = shlex.split(value)
         else:
-            raise CheckError(f"line {line_no}: unknown key '{key}' in the output marker (known: tol, args)")
-    return program, args, tol
+            raise CheckError(f"line {line_no}: unknown key '{key}' in the output marker (known: tol, args, mag, part)")
+    return program, args, tol, mag, part
 
 
 def find_blocks(lines: list[str]) -> tuple[list[Block], bool]:
@@ -103,7 +125,7 @@ def find_blocks(lines: list[str]) -> tuple[list[Block], bool]:
             declared_none = True
             i += 1
             continue
-        program, args, tol = parse_marker(body, i + 1)
+        program, args, tol, mag, part = parse_marker(body, i + 1)
         fence = FENCE.match(lines[i + 1]) if i + 1 < len(lines) else None
         if not fence:
             raise CheckError(f"line {i + 1}: the output marker must be directly followed by a fenced block (```)")
@@ -114,7 +136,7 @@ def find_blocks(lines: list[str]) -> tuple[list[Block], bool]:
             j += 1
         if j == len(lines):
             raise CheckError(f"line {i + 2}: the fenced block after the output marker is never closed")
-        blocks.append(Block(program, args, tol, i + 1, i + 2, j, lines[i + 2:j]))
+        blocks.append(Block(program, args, tol, mag, part, i + 1, i + 2, j, lines[i + 2:j]))
         i = j + 1
     if blocks and declared_none:
         raise CheckError("the chapter says <!-- output: none --> but also has output markers")
@@ -134,7 +156,25 @@ def _split(s: str) -> list[str]:
     return pieces                         # text at even indices, numbers at odd ones
 
 
-def line_matches(expected: str, got: str, tol: float) -> bool:
+def is_magnitude(text: str) -> bool:
+    """Whether the chapter wrote this number with an exponent ("2.4e-15"): it then means its order of magnitude."""
+    return "e" in text or "E" in text
+
+
+def numbers_match(a: str, b: str, tol: float, mag: float) -> bool:
+    """Whether the printed number b matches the chapter's a (see the module docstring)."""
+    x, y = float(a), float(b)
+    if not math.isfinite(x) or not math.isfinite(y):   # overflowed literals ("1e999") compare as text
+        return a == b
+    if abs(y - x) > tol * max(1.0, abs(x)):
+        return False
+    if mag and is_magnitude(a) and x != 0:
+        # No absolute floor here: 2.4e-15 shown and 3e-9 printed is a different result.
+        return (x > 0) == (y > 0) and abs(x) / mag <= abs(y) <= abs(x) * mag
+    return True
+
+
+def line_matches(expected: str, got: str, tol: float, mag: float = 0.0) -> bool:
     e, g = _split(" ".join(expected.split())), _split(" ".join(got.split()))
     if len(e) != len(g):
         return False
@@ -142,13 +182,8 @@ def line_matches(expected: str, got: str, tol: float) -> bool:
         if k % 2 == 0:
             if a != b:
                 return False
-        else:
-            x, y = float(a), float(b)
-            if not math.isfinite(x) or not math.isfinite(y):   # overflowed literals ("1e999") compare as text
-                if a != b:
-                    return False
-            elif abs(y - x) > tol * max(1.0, abs(x)):
-                return False
+        elif not numbers_match(a, b, tol, mag):
+            return False
     return True
 
 
@@ -156,7 +191,8 @@ def is_wildcard(line: str) -> bool:
     return line.strip() == "..."
 
 
-def compare(expected: list[str], got: list[str], tol: float) -> tuple[bool, int | None, int | None]:
+def compare(expected: list[str], got: list[str], tol: float,
+            mag: float = 0.0) -> tuple[bool, int | None, int | None]:
     """Whether got matches expected ('...' lines match any run of lines). On a mismatch also the first
     expected line that could not be matched (index, or None when the output has extra lines at the end)
     and the output line it was compared with (index, or None when the output ended)."""
@@ -172,7 +208,7 @@ def compare(expected: list[str], got: list[str], tol: float) -> tuple[bool, int 
                 for jj in range(j, m + 1):
                     reach[i + 1][jj] = True
                 break  # every later j of this row is already covered
-            if j < m and line_matches(expected[i], got[j], tol):
+            if j < m and line_matches(expected[i], got[j], tol, mag):
                 reach[i + 1][j + 1] = True
     if reach[n][m]:
         return True, None, None
@@ -214,7 +250,7 @@ def command_line(block: Block) -> str:
 
 def report_mismatch(chapter: str, block: Block, got: list[str], where_e: int | None, where_g: int | None) -> None:
     print(f"{chapter}:{block.marker_line}: the output of `{command_line(block)}` differs from the chapter "
-          f"(tol={block.tol:g})")
+          f"(tol={block.tol:g}, mag={block.mag:g})")
     if where_e is None:
         print(f"  the program printed more lines than the block shows; first extra line {where_g + 1}:")
         print(f"    got:      {got[where_g]!r}")
@@ -234,6 +270,8 @@ def main() -> int:
     ap.add_argument("bin_dir", help="the directory holding the built programs, e.g. build/examples/learn")
     ap.add_argument("--update", action="store_true",
                     help="rewrite every block that does not match with the program's actual output")
+    ap.add_argument("--part", default="",
+                    help="check only the blocks marked part=PART (default: only the blocks without part=)")
     opt = ap.parse_args()
     chapter = opt.chapter
 
@@ -246,7 +284,14 @@ def main() -> int:
     lines = text.split("\n")
 
     try:
-        blocks, declared_none = find_blocks(lines)
+        all_blocks, declared_none = find_blocks(lines)
+        blocks = [b for b in all_blocks if b.part == opt.part]
+        if opt.part and not blocks:
+            print(f"{chapter}: no output block is marked part={opt.part}")
+            return 1
+        if all_blocks and not blocks:
+            print(f"{chapter}: every output block is marked part=…; nothing to check without --part")
+            return 0
         if not blocks:
             if declared_none:
                 print(f"{chapter}: no output to check (the chapter says so)")
@@ -279,7 +324,7 @@ def main() -> int:
             got = r.stdout.split("\n")
             if got and got[-1] == "":
                 got.pop()  # the final newline ends the last line; it is not an empty line of its own
-            ok, where_e, where_g = compare(block.expected, got, block.tol)
+            ok, where_e, where_g = compare(block.expected, got, block.tol, block.mag)
             if ok:
                 continue
             if opt.update:

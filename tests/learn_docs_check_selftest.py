@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""learn_docs_check_selftest.py — tests tests/learn_docs_check.py on small fake chapters and programs.
+"""learn_docs_check_selftest.py — tests tests/learn_docs_check.py on small fake chapters and programs, and
+tests/learn_commands_check.py on a fake docs folder and build.
 
 Each case writes a chapter (markdown) and shell-script "programs" into a temporary directory, runs the
 checker on them and asserts its exit code and what it prints. Exit 0 when every case passes.
@@ -13,6 +14,7 @@ import sys
 import tempfile
 
 CHECKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "learn_docs_check.py")
+COMMANDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "learn_commands_check.py")
 FENCE = "```"
 
 
@@ -50,6 +52,40 @@ def expect(name: str, got_rc: int, out: str, rc: int, *must_contain: str) -> Non
         print(f"ok   {name}")
 
 
+def commands_selftest() -> None:
+    """tests/learn_commands_check.py on a fake docs folder and a fake build (two ctests, a fake Catch2 binary)."""
+    with tempfile.TemporaryDirectory() as work:
+        docs, build = os.path.join(work, "docs"), os.path.join(work, "build")
+        os.makedirs(os.path.join(build, "tests"))
+        os.mkdir(docs)
+        with open(os.path.join(build, "CTestTestfile.cmake"), "w") as f:
+            f.write('add_test("learn: 01 shows output" "true")\nadd_test("a seq-to-seq test" "true")\n')
+        program(os.path.join(build, "tests"), "tapegrad_tests",
+                'case "$*" in *"[seq2seq]"*) echo "3 matching test cases";; *) echo "0 matching test cases";; esac')
+
+        def run(*md: str) -> tuple[int, str]:
+            for name in os.listdir(docs):
+                os.remove(os.path.join(docs, name))
+            for k, text in enumerate(md):
+                with open(os.path.join(docs, f"0{k + 1}_ch.md"), "w") as f:
+                    f.write(text)
+            p = subprocess.run([sys.executable, COMMANDS, docs, build], capture_output=True, text=True, timeout=60)
+            return p.returncode, p.stdout + p.stderr
+
+        expect("commands: a ctest regex that matches a test passes",
+               *run("Run `ctest -R '^learn: 01'`.\n"), 0, "runs 1 test(s)")
+        expect("commands: `ctest -R 'seq2seq'` matching no test fails, naming chapter, line and command",
+               *run("Intro.\n", "x\n\nthen `ctest -R 'seq2seq'` must pass\n"), 1,
+               "02_ch.md:3: `ctest -R 'seq2seq'` runs no test")
+        expect("commands: a Catch2 tag that exists passes; one in a fenced block that does not fails",
+               *run("`build/tests/tapegrad_tests \"[seq2seq]\"`\n```sh\ncd build && "
+                    "tests/tapegrad_tests \"[nope]\"   # comment\n```\n"), 1,
+               "runs 3 test(s)", "01_ch.md:3: `tests/tapegrad_tests \"[nope]\"` runs no test")
+        os.remove(os.path.join(build, "tests", "tapegrad_tests"))
+        expect("commands: without a built tapegrad_tests its commands are skipped (77)",
+               *run("`ctest -R seq` and `build/tests/tapegrad_tests \"[x]\"`\n"), 77, "is not built")
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory() as work:
         bins = os.path.join(work, "bin")
@@ -58,6 +94,7 @@ def main() -> int:
         program(bins, "echo_args", 'echo "args: $*"; echo "cwd empty: $(ls -A | wc -l)"')
         program(bins, "skipper", "echo 'needs ../shared/data/cs336, not here'; exit 77")
         program(bins, "crasher", "echo partial; echo 'boom' >&2; exit 3")
+        program(bins, "tiny", "echo 'worst error 3.0e-09: MATCH'; echo 'lr 0.000305'")
         program(bins, "timing", "echo start; echo 'took 0.123 s'; echo 'took 0.456 s'; echo end")
 
         md = chapter(work, block("table", "h error", "0.1 [1.5e-03,", "0.01 [1.5e-05,", "done MATCH"))
@@ -128,6 +165,42 @@ def main() -> int:
         md = chapter(work, block("table tolerance=1", "x"))
         expect("an unknown marker key is an error", *check(md, bins), 1, "unknown key 'tolerance'")
 
+        # Small numbers written with an exponent are compared by order of magnitude, not with tol's
+        # absolute floor (under which every error column below 1e-6 used to pass).
+        md = chapter(work, block("tiny", "worst error 2.4e-15: MATCH", "lr 0.000305"))
+        expect("a small number 1e6 times off fails (no absolute floor for 2.4e-15)", *check(md, bins), 1,
+               "expected: 'worst error 2.4e-15: MATCH'")
+
+        md = chapter(work, block("tiny", "worst error 1.0e-09: MATCH", "lr 0.000305"))
+        expect("a small number within a factor 10 passes", *check(md, bins), 0)
+
+        md = chapter(work, block("tiny mag=2", "worst error 1.0e-09: MATCH", "lr 0.000305"))
+        expect("mag=2 makes the factor 2", *check(md, bins), 1, "mag=2")
+
+        md = chapter(work, block("tiny mag=0", "worst error 2.4e-15: MATCH", "lr 0.000305"))
+        expect("mag=0 keeps only the tol rule", *check(md, bins), 0)
+
+        md = chapter(work, block("tiny", "worst error -3.0e-09: MATCH", "lr 0.000305"))
+        expect("a small number of the other sign fails", *check(md, bins), 1, "expected: 'worst error -3.0e-09")
+
+        md = chapter(work, block("tiny tol=1e-3", "worst error 3.0e-09: MATCH", "lr 0.0003"))
+        expect("a number without an exponent keeps tol's floor", *check(md, bins), 0)
+
+        # part=: a part that may skip (golden data a clone lacks) is a test of its own.
+        table_ok = block("table", "h error", "0.1 [1.5e-03,", "0.01 [1.5e-05,", "done MATCH")
+        md = chapter(work, block("skipper part=golden", "x") + "\n" + table_ok)
+        expect("without --part the blocks without part= are checked: the chapter passes, not skipped",
+               *check(md, bins), 0, "1 output block(s) match")
+        expect("--part golden checks only that part: skipped", *check(md, bins, "--part", "golden"), 77,
+               "needs ../shared/data/cs336")
+        md = chapter(work, block("skipper part=golden", "x") + "\n"
+                     + block("table", "h error", "0.1 [1.5e-03,", "0.01 [1.5e-05,", "done MISMATCH"))
+        expect("a wrong answer outside the part still fails", *check(md, bins), 1, "expected: 'done MISMATCH'")
+        expect("--part naming no block is an error", *check(md, bins, "--part", "gold"), 1,
+               "no output block is marked part=gold")
+        md = chapter(work, block("table part='a b'", "x"))
+        expect("a part name with a space is an error", *check(md, bins), 1, "is not a name")
+
         # --update rewrites a stale block and leaves the rest of the chapter alone.
         stale = block("table", "h error", "0.1 [9.9e-03,") + "\nAfter the block.\n"
         md = chapter(work, stale)
@@ -143,6 +216,7 @@ def main() -> int:
             print("ok   --update rewrites exactly the stale block")
         expect("the updated chapter then checks", *check(md, bins), 0)
 
+    commands_selftest()
     if failures:
         print(f"\n{len(failures)} case(s) FAILED:")
         for f in failures:

@@ -4,6 +4,7 @@
 // graph; to_dot's value labels and to_html's page data show exactly those numbers.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -125,6 +126,21 @@ TEST_CASE("to_dot gives a DOT graph with one node per op, named leaves and edges
   // a root that is a leaf
   CHECK(to_dot(p).rfind("digraph", 0) == 0);
   CHECK(to_dot(p).find("p\\n[2]") != std::string::npos);
+}
+
+TEST_CASE("to_dot labels an edge with its input's shape, except a 0-d input's (no \"[]\" noise)", "[graph]") {
+  Tensor a = scalar_tensor(1.5, Options(kFloat64).requires_grad()), v = ones({3}, Options(kFloat64).requires_grad());
+  a.set_name("a");
+  v.set_name("v");
+  const Tensor scalar_graph = tanh(a * a + a);
+  const std::string d = to_dot(scalar_graph, {.values = true, .grads = true});
+  INFO(d);
+  CHECK(d.find("label=\"[]\"") == std::string::npos);
+  CHECK(count(d, " -> ") == 6);  // a→mul twice, mul→add, a→add, add→tanh, and backward's start
+  const std::string mixed = to_dot((v * a).sum());
+  INFO(mixed);
+  CHECK(count(mixed, "[label=\"[3]\"]") == 2);  // v→mul and mul→sum keep their shape
+  CHECK(mixed.find("label=\"[]\"") == std::string::npos);
 }
 
 TEST_CASE("to_dot output renders with Graphviz when it is installed", "[graph]") {
@@ -404,6 +420,36 @@ TEST_CASE("to_html: one self-contained page whose steps are what backward did", 
   CHECK(lines_of(last["adds"][0]["lines"]) == std::vector<std::string>{"+ [232, 290, 348]"});
   CHECK(last["totals"][0]["node"] == w_i);
   CHECK(lines_of(last["totals"][0]["lines"]) == std::vector<std::string>{"grad [232, 290, 348]"});
+}
+
+TEST_CASE("to_html says why each step adds what it adds: the local rule with its numbers", "[graph]") {
+  RetainValuesGuard keep;
+  auto leaf = [](double v, const char* name) {
+    Tensor t = scalar_tensor(v, Options(kFloat64).requires_grad());
+    t.set_name(name);
+    return t;
+  };
+  // chapter 2's neuron: o = tanh(x1·w1 + x2·w2 + b)
+  Tensor x1 = leaf(1.5, "x1"), w1 = leaf(-0.8, "w1"), x2 = leaf(-2.0, "x2"), w2 = leaf(0.4, "w2"), b = leaf(0.5, "b");
+  Tensor o = tanh(x1 * w1 + x2 * w2 + b);
+  o.backward();
+  const nlohmann::json d = page_data(to_html(o));
+  std::vector<std::string> rules;
+  for (const auto& step : d["steps"])
+    for (const auto& a : step["adds"]) rules.push_back(a["rule"].get<std::string>());
+  INFO(nlohmann::json(rules).dump(1));
+  auto has = [&](const std::string& r) { return std::find(rules.begin(), rules.end(), r) != rules.end(); };
+  CHECK(has("grad × (1 − out²) = 1 × 0.1807 = 0.1807"));   // tanh, from its output
+  CHECK(has("grad × 1 = 0.1807 × 1 = 0.1807"));             // add passes its gradient on
+  CHECK(has("grad × w2 = 0.1807 × 0.4 = 0.07228"));         // mul: times the other input
+  CHECK(has("grad × x2 = 0.1807 × (-2) = -0.3614"));
+  CHECK(has("grad × w1 = 0.1807 × (-0.8) = -0.1446"));
+  // a tensor gradient gets the rule without numbers (the page shows the tensors themselves)
+  Graph g;
+  g.loss.backward();
+  const nlohmann::json t = page_data(to_html(g.loss));
+  CHECK(t["steps"][4]["adds"][0]["rule"] == "grad × const x");
+  CHECK(t["steps"][1]["adds"][0]["rule"] == "grad × p·x^(p−1) = 1 × 58 = 58");  // pow, one number
 }
 
 TEST_CASE("to_html without RetainValuesGuard still steps and says values were not kept", "[graph]") {

@@ -423,6 +423,24 @@ TEST_CASE("tool: eval refuses two or none of --data, --text and --choices, and -
   CHECK(r.exit_code == 0);
 }
 
+TEST_CASE("tool: dot --html without --out writes the DOT graph beside the page", "[tool]") {
+  Gaps g("dot_html");
+  const std::string page = g.dir.file("x.html"), beside = g.dir.file("x.dot");
+  ToolResult r = g.tool({"dot", "--values", "--html", page});
+  INFO(r.out + r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(fs::exists(page));
+  REQUIRE(fs::exists(beside));
+  CHECK_THAT(r.out, Catch::Contains("wrote " + beside) && Catch::Contains("wrote " + page));
+  CHECK_THAT(tapegrad::data::testing::read_all(beside), Catch::Contains("data "));  // --values went into it
+  // --out still chooses the DOT's name: nothing is written beside the page then.
+  const std::string other = g.dir.file("y.html"), named = g.dir.file("named.dot");
+  r = g.tool({"dot", "--html", other, "--out", named});
+  CHECK(r.exit_code == 0);
+  CHECK(fs::exists(named));
+  CHECK_FALSE(fs::exists(g.dir.file("y.dot")));
+}
+
 TEST_CASE("tool: demo refuses negative steps, demo and dot name an output they cannot write", "[tool]") {
   Gaps g("demo");
   ToolResult r = g.tool({"demo", "--steps", "-5"});

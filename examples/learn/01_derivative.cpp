@@ -11,8 +11,10 @@
 //    to ~1e-16·|f|/h, so below some h the error grows again.
 // 3. A verdict: backward, the hand-written f' and the central difference agree at several x.
 //
-// Exercise: change f and f_prime below (say f = x·tanh(x)); the last line says MATCH when your f'
+// Exercise 1: change f and f_prime below (say f = x·tanh(x)); the last line says MATCH when your f'
 // agrees with backward() everywhere, MISMATCH (and where) when it does not.
+// Exercise 2: change f, predict the h of the smallest central error, write it into kPredictedBestH: the
+// line after the table says RIGHT or WRONG.
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -35,6 +37,10 @@ Tensor f(const Tensor& x) {
   return cube - square_times_2;
 }
 double f_prime(double x) { return 3 * x * x - 4 * x; }
+
+// ---- exercise 2: your prediction of the h where the central difference's error is smallest ----
+// (a power of ten; the program finds the minimum of the table's last column and compares)
+constexpr double kPredictedBestH = 1e-5;
 
 // f at a plain number, without recording anything on the tape.
 double f_at(double x) {
@@ -67,13 +73,20 @@ int run() {
   // --- 2. finite differences: the error shrinks with h, then round-off takes over ---
   const double exact = x.grad().item();
   fmt::print("{:>8}  {:>15}  {:>9}  {:>15}  {:>9}\n", "h", "forward slope", "error", "central slope", "error");
+  double best_h = 0, best_error = 0;
   for (int k = 1; k <= 12; ++k) {
     const double h = std::pow(10.0, -k);
     const double forward = (f_at(x0 + h) - f_at(x0)) / h;
     const double central = (f_at(x0 + h) - f_at(x0 - h)) / (2 * h);
     fmt::print("{:>8.0e}  {:>15.12f}  {:>9.2e}  {:>15.12f}  {:>9.2e}\n", h, forward, std::abs(forward - exact),
                central, std::abs(central - exact));
+    if (k == 1 || std::abs(central - exact) < best_error) best_h = h, best_error = std::abs(central - exact);
   }
+  // Neighbouring rows near the minimum can be within round-off of each other: a factor 10 either way counts.
+  const double ratio = kPredictedBestH / best_h;
+  const bool predicted = ratio >= 0.099 && ratio <= 10.1;
+  fmt::print("smallest central error at h = {:.0e}; your prediction kPredictedBestH = {:.0e}: {}\n", best_h,
+             kPredictedBestH, predicted ? "RIGHT (within a factor 10)" : "WRONG (more than a factor 10 off)");
 
   // --- 3. the verdict, at several points ---
   bool all_match = true;
@@ -93,7 +106,7 @@ int run() {
   }
   fmt::print("{}: backward(), f' and the central difference at x = -2, -0.5, 0, 0.7, 1.5, 3\n",
              all_match ? "MATCH" : "MISMATCH");
-  return all_match ? 0 : 1;
+  return all_match && predicted ? 0 : 1;
 }
 
 // An error (a shape that does not fit, say, after an edit) is printed as one line, not a crash.

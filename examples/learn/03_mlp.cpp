@@ -8,7 +8,8 @@
 //   loss:    L = (1/N) Σ (ŷ − y)²                   y [N,1]                       L 0-d
 //
 // Exercise: delete the body of second_layer_backward and write it again from the formulas in its
-// comment; the program prints MATCH when your gradients equal backward()'s.
+// comment; the program prints MATCH when your gradients equal backward()'s. A second MATCH line says
+// that the forward lambda (gradcheck's and the training loop's) computes the same loss.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -100,6 +101,20 @@ int run() {
   fmt::print("{}: the hand-written backward {} loss.backward()\n", match ? "MATCH" : "MISMATCH",
              match ? "equals" : "differs from");
 
+  // The forward lambda (used by gradcheck and the training loop) must compute the same loss as the
+  // lines above: an activation changed in one place but not the other shows here, not in gradcheck.
+  double forward_loss = 0;
+  {
+    NoGradGuard no_grad;
+    forward_loss = mse(forward(X, W1, b1, W2, b2), y).item();
+  }
+  const bool same_forward = std::abs(forward_loss - loss.item()) <= 1e-12 * (1 + std::abs(loss.item()));
+  if (same_forward)
+    fmt::print("MATCH: the forward lambda gives the same loss\n");
+  else
+    fmt::print("MISMATCH: the forward lambda gives loss {:.6f}, the lines above {:.6f} "
+               "(the same activation in both?)\n", forward_loss, loss.item());
+
   // gradcheck: backward against central finite differences for every element of every parameter.
   auto mlp_loss = [&](const std::vector<Tensor>& p) { return mse(forward(X, p[0], p[1], p[2], p[3]), y); };
   const GradcheckResult check = gradcheck(mlp_loss, {W1.detach().requires_grad_(), b1.detach().requires_grad_(),
@@ -116,7 +131,7 @@ int run() {
     NoGradGuard no_grad;  // parameters are updated in place: not an op to differentiate
     for (Tensor* p : {&W1, &b1, &W2, &b2}) p->sub_(p->grad() * lr);
   }
-  return match && check.ok ? 0 : 1;
+  return match && same_forward && check.ok ? 0 : 1;
 }
 
 // An error (a shape that does not fit, say, after an edit) is printed as one line, not a crash.

@@ -40,10 +40,9 @@ const char* verdict(double diff) { return diff <= 1e-12 ? "MATCH" : "MISMATCH"; 
 
 // ============================== EXERCISE: write RMSNorm's backward ==============================
 // Forward, per row of C numbers:  r = 1/sqrt(mean(x²) + eps),  y_i = x_i · r · g_i.
-// Given dy = dL/dy for every row, return dx = dL/dx ([rows, C], row-major) and dg = dL/dg ([C]):
-//   dx = r·(g⊙dy) − x · r³ · mean(x⊙g⊙dy)        (per row)
-//   dg = Σ_rows dy ⊙ x · r
-// Delete the body, rewrite it from docs/learn/06_transformer_block.md, run the program: MATCH or MISMATCH.
+// Given dy = dL/dy for every row, return dx = dL/dx ([rows, C], row-major) and dg = dL/dg ([C]).
+// Delete the body, derive it with the chapter's five steps (docs/learn/06_transformer_block.md, "RMSNorm,
+// step by step"), write it again and run the program: MATCH or MISMATCH.
 struct RmsNormGrads {
   std::vector<double> dx, dg;
 };
