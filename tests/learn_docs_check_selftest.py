@@ -95,6 +95,7 @@ def main() -> int:
         program(bins, "skipper", "echo 'needs ../shared/data/cs336, not here'; exit 77")
         program(bins, "crasher", "echo partial; echo 'boom' >&2; exit 3")
         program(bins, "tiny", "echo 'worst error 3.0e-09: MATCH'; echo 'lr 0.000305'")
+        program(bins, "exact", "echo 'worst error 0.0e+00: MATCH'")
         program(bins, "timing", "echo start; echo 'took 0.123 s'; echo 'took 0.456 s'; echo end")
 
         md = chapter(work, block("table", "h error", "0.1 [1.5e-03,", "0.01 [1.5e-05,", "done MATCH"))
@@ -179,6 +180,14 @@ def main() -> int:
 
         md = chapter(work, block("tiny mag=0", "worst error 2.4e-15: MATCH", "lr 0.000305"))
         expect("mag=0 keeps only the tol rule", *check(md, bins), 0)
+
+        # Another build may add in the same order and agree exactly: 0 is float64 round-off's best case.
+        md = chapter(work, block("exact", "worst error 2.4e-15: MATCH"))
+        expect("an exact 0 matches a shown float64 round-off (2.4e-15)", *check(md, bins), 0)
+
+        md = chapter(work, block("exact", "worst error 1.0e-09: MATCH"))
+        expect("an exact 0 does not match a shown 1e-9 (above round-off)", *check(md, bins), 1,
+               "expected: 'worst error 1.0e-09")
 
         md = chapter(work, block("tiny", "worst error -3.0e-09: MATCH", "lr 0.000305"))
         expect("a small number of the other sign fails", *check(md, bins), 1, "expected: 'worst error -3.0e-09")
