@@ -50,16 +50,8 @@ Tensor div(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double s);  // a + s
 Tensor mul(const Tensor& a, double s);  // a · s
 Tensor pow(const Tensor& x, double exponent);
-// One function `Tensor name(const Tensor& x)` per row of the op table kernels/unary_ops.def whose
-// api is `unary`: neg, exp, log, sqrt, rsqrt, abs, sigmoid, tanh, relu, silu, gelu (the exact erf
-// form ½x(1 + erf(x/√2))), … — each op's formula and derivative are in kernels/unary_functors.h.
-#define TG_UNARY_FUNCTION_unary(name) Tensor name(const Tensor& x);
-#define TG_UNARY_FUNCTION_scalar(name)  // declared by hand above (pow, add, mul with a scalar)
-#define TG_UNARY(Functor, name, reads, api) TG_UNARY_FUNCTION_##api(name)
-#include "kernels/unary_ops.def"
-#undef TG_UNARY
-#undef TG_UNARY_FUNCTION_unary
-#undef TG_UNARY_FUNCTION_scalar
+// neg, exp, log, sqrt, rsqrt, abs, sigmoid, tanh, relu, silu, gelu, …: one function per row of the op
+// table kernels/unary_ops.def, declared in autograd/ops_from_table.h (include it where you call them).
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);

@@ -5,5 +5,6 @@
 #include "autograd/gradcheck.h"
 #include "autograd/graph.h"
 #include "autograd/ops.h"
+#include "autograd/ops_from_table.h"
 #include "autograd/tensor.h"
 #include "kernels/error.h"

@@ -1,4 +1,5 @@
 // tensor.cpp — Tensor basics: metadata, values, autograd flags, conversions, in-place ops.
+#include "autograd/ops_from_table.h"
 #include "autograd/tensor.h"
 
 #include <cstring>
@@ -7,6 +8,8 @@
 #include "autograd/ops.h"
 #include "autograd/ops/op_util.h"
 #include "autograd/pool.h"
+#include "kernels/binary_op.h"
+#include "kernels/unary_op.h"
 
 namespace tapegrad {
 

@@ -23,9 +23,15 @@
 #include <string>
 #include <vector>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "bench/bench_stats.h"
 #include "kernels/backend.h"
+#include "kernels/error.h"
 
 using namespace tapegrad;
 using Clock = std::chrono::steady_clock;

@@ -6,8 +6,12 @@
 #include <span>
 #include <utility>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "data/token_file.h"
+#include "kernels/error.h"
 
 namespace tapegrad::data {
 

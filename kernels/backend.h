@@ -31,50 +31,17 @@ struct TensorView {
   bool is_contiguous() const;
 };
 
-// Elementwise functions of one tensor, one per row of kernels/unary_ops.def (Neg, Exp, …, Silu,
-// Gelu, Pow, AddScalar, MulScalar). Param is the scalar of Pow / AddScalar / MulScalar.
-enum class UnaryOp : uint8_t {
-#define TG_UNARY(Functor, name, reads, api) Functor,
-#include "kernels/unary_ops.def"
-#undef TG_UNARY
-};
-// How many rows unary_ops.def has; every array built from the table static_asserts its size against it.
-inline constexpr int kUnaryOpCount = 0
-#define TG_UNARY(Functor, name, reads, api) +1
-#include "kernels/unary_ops.def"
-#undef TG_UNARY
-    ;
-
-// Elementwise functions of two tensors, one per row of kernels/binary_ops.def (Add, Sub, Mul, Div,
-// Eq, Ne, Lt, Le, Gt, Ge). Comparisons write a Bool output.
-enum class BinaryOp : uint8_t {
-#define TG_BINARY(Functor, name, result) Functor,
-#include "kernels/binary_ops.def"
-#undef TG_BINARY
-};
-inline constexpr int kBinaryOpCount = 0
-#define TG_BINARY(Functor, name, result) +1
-#include "kernels/binary_ops.def"
-#undef TG_BINARY
-    ;
+// Elementwise functions of one tensor (Neg, Exp, …, Pow, AddScalar, MulScalar) and of two (Add, Sub, …,
+// Ge): one value per row of the op tables kernels/unary_ops.def and kernels/binary_ops.def. Declared
+// here without their values, which kernels/unary_op.h and kernels/binary_op.h define: a file that
+// only passes an op along needs no table, so a new row does not recompile every file that includes
+// this header.
+enum class UnaryOp : uint8_t;
+enum class BinaryOp : uint8_t;
 enum class ReduceOp : uint8_t { Sum, Max, Min };
 
 const char* unary_op_name(UnaryOp op);  // the table's name column: "exp", "add_scalar", …
 const char* binary_op_name(BinaryOp op);
-// True for the comparisons (result column `bool`), whose output is Bool.
-inline bool is_comparison(BinaryOp op) {
-  constexpr bool kIsBool[] = {
-#define TG_BINARY_RESULT_same false
-#define TG_BINARY_RESULT_bool true
-#define TG_BINARY(Functor, name, result) TG_BINARY_RESULT_##result,
-#include "kernels/binary_ops.def"
-#undef TG_BINARY
-#undef TG_BINARY_RESULT_same
-#undef TG_BINARY_RESULT_bool
-  };
-  static_assert(sizeof(kIsBool) == kBinaryOpCount, "one entry per row of kernels/binary_ops.def");
-  return kIsBool[static_cast<int>(op)];
-}
 
 // The scalars of one AdamW update (see Backend::adamw_update).
 struct AdamWStep {

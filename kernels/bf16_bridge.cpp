@@ -6,6 +6,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/binary_op.h"
 #include "kernels/fused_args.h"
 
 namespace tapegrad::kernels {

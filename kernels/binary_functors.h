@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kernels/backend.h"
+#include "kernels/binary_op.h"
 
 #ifndef TG_HD
 #ifdef __CUDACC__

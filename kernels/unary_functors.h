@@ -10,6 +10,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/fast_math.h"
+#include "kernels/unary_op.h"
 
 #ifdef __CUDACC__
 #define TG_HD __host__ __device__

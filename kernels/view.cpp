@@ -2,6 +2,8 @@
 #include <iterator>
 
 #include "kernels/backend.h"
+#include "kernels/binary_op.h"
+#include "kernels/unary_op.h"
 
 namespace tapegrad::kernels {
 

@@ -4,7 +4,13 @@
 #include <chrono>
 #include <optional>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "lm/graph_decoder.h"
 #include "nn/kv_cache.h"
 #include "nn/precision.h"

@@ -3,8 +3,14 @@
 
 #include <algorithm>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "kernels/backend.h"
+#include "kernels/error.h"
 
 namespace tapegrad::lm {
 

@@ -9,8 +9,13 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
 #include "autograd/io/exact_number.h"
-#include "autograd/tapegrad.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "data/file_io.h"
 #include "data/json_file.h"
 #include "kernels/error.h"

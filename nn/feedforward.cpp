@@ -1,6 +1,8 @@
 // feedforward.cpp — two Linears with ReLU or GELU between them.
 #include "nn/feedforward.h"
 
+#include "autograd/ops_from_table.h"
+
 namespace tapegrad::nn {
 
 Activation activation_from_string(std::string_view name) {

@@ -1,7 +1,13 @@
 // kv_cache.cpp — the preallocated per-layer K/V buffers (see kv_cache.h).
 #include "nn/kv_cache.h"
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "nn/precision.h"
 #include "nn/transformer_lm.h"
 

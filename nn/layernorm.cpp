@@ -1,6 +1,8 @@
 // layernorm.cpp — LayerNorm as a composition: mean, centre, mean of squares, rsqrt, scale, shift.
 #include "nn/layernorm.h"
 
+#include "autograd/ops_from_table.h"
+
 namespace tapegrad::nn {
 
 LayerNorm::LayerNorm(int64_t d, double e, bool affine, DType dtype) : d_model(d), eps(e) {

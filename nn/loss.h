@@ -6,7 +6,11 @@
 // cross_entropy_reference, its test oracle. Both subtract the row max, so logits of ±1e4 are fine. No valid target → NaN (0/0), as in PyTorch.
 // A target outside [0, V) that is not ignore_index is a tapegrad::Error.
 #pragma once
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 
 namespace tapegrad::nn {
 

@@ -20,7 +20,11 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 
 namespace tapegrad::nn {
 

@@ -1,6 +1,7 @@
 // relu_squared.cpp — ReLU² feed-forward (the math: relu_squared.h); the block FFN kinds by name.
 #include "nn/relu_squared.h"
 
+#include "autograd/ops_from_table.h"
 #include "nn/swiglu.h"
 
 namespace tapegrad::nn {

@@ -2,6 +2,7 @@
 // before it), and its composition (mean, rsqrt, mul) kept as the reference.
 #include "nn/rmsnorm.h"
 
+#include "autograd/ops_from_table.h"
 #include "nn/precision.h"
 
 namespace tapegrad::nn {

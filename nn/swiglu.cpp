@@ -2,6 +2,8 @@
 // silu(a) * b is kept as forward_reference).
 #include "nn/swiglu.h"
 
+#include "autograd/ops_from_table.h"
+
 namespace tapegrad::nn {
 
 int64_t SwiGLU::default_d_ff(int64_t d) {

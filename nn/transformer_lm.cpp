@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/int8_ops.h"
+#include "autograd/ops_from_table.h"
 #include "nn/precision.h"
 
 namespace tapegrad::nn {

@@ -7,6 +7,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "autograd/ops_from_table.h"
 #include "kernels/error.h"
 
 namespace tapegrad::optim {

@@ -5,7 +5,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 
 namespace tapegrad::testing {
 

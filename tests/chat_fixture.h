@@ -5,7 +5,10 @@
 #include <memory>
 #include <string>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "kernels/error.h"
 #include "lm/chat_template.h"
 #include "lm/text_codec.h"

@@ -2,8 +2,12 @@
 // in *seen and passes it on. Put between the op that makes a tensor and its consumer, it shows which buffer the
 // consumer's gradient lives in (tests/test_cross_entropy_inplace.cpp, tests/cuda/test_cuda_ce_inplace.cpp).
 #pragma once
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
 #include "autograd/node.h"
-#include "autograd/tapegrad.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 
 namespace tapegrad::testing {
 

@@ -6,8 +6,13 @@
 
 #include <vector>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
-#include "autograd/tapegrad.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "nn/module.h"
 
 namespace tapegrad::nn::testing {

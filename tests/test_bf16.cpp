@@ -18,10 +18,16 @@
 #include <cstring>
 #include <vector>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
 #include "autograd/io/safetensors.h"
-#include "autograd/tapegrad.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "bf16_bits.h"
 #include "kernels/bfloat16.h"
+#include "kernels/error.h"
 #include "test_data_helpers.h"
 
 using namespace tapegrad;

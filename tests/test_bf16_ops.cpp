@@ -29,6 +29,8 @@
 #include "bf16_bits.h"
 #include "gradcheck_samples.h"
 #include "kernels/backend.h"
+#include "kernels/binary_op.h"
+#include "kernels/unary_op.h"
 #include "nn/loss.h"
 #include "nn/transformer_lm.h"
 #include "tiny_lm_config.h"

@@ -9,7 +9,13 @@
 #include <span>
 #include <vector>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "lm/bits_per_byte.h"
 #include "lm/evaluate.h"
 #include "lm/metrics_log.h"

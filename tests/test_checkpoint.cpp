@@ -21,9 +21,15 @@
 #include <string>
 #include <vector>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
 #include "autograd/io/safetensors.h"
-#include "autograd/tapegrad.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "data/batch.h"
+#include "kernels/error.h"
 #include "nn/loss.h"
 #include "nn/transformer_lm.h"
 #include "optim/adamw.h"

@@ -13,9 +13,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
 #include "autograd/graph.h"
 #include "autograd/node.h"
-#include "autograd/tapegrad.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "tests/grad_probe.h"
 #include "tests/same_bits.h"
 

@@ -13,7 +13,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "nn/kv_cache.h"
 #include "nn/precision.h"
 #include "nn/transformer_lm.h"

@@ -7,8 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "autograd/generator.h"
 #include "autograd/grad_hooks.h"
-#include "autograd/tapegrad.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 
 using namespace tapegrad;
 

@@ -23,10 +23,16 @@
 #include <random>
 #include <unistd.h>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
 #include "autograd/io/safetensors.h"
-#include "autograd/tapegrad.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "data/hf_tokenizer_json.h"
 #include "data/tokenizer_files.h"
+#include "kernels/error.h"
 #include "lm/hf_llama.h"
 #include "nn/rope.h"
 #include "optim/adamw.h"

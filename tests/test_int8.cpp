@@ -15,10 +15,15 @@
 #include <unistd.h>
 #include <vector>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
 #include "autograd/int8_ops.h"
-#include "autograd/tapegrad.h"
-#include "tests/shared_fixture.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "kernels/cpu/int8_internal.h"
+#include "kernels/error.h"
 #include "kernels/int8.h"
 #include "lm/evaluate.h"
 #include "lm/generate.h"
@@ -27,6 +32,7 @@
 #include "lm/quantized_model.h"
 #include "nn/transformer_lm.h"
 #include "optim/checkpoint.h"
+#include "tests/shared_fixture.h"
 
 using namespace tapegrad;
 using kernels::Int8Activations;

@@ -8,9 +8,15 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/tapegrad.h"
-#include "nn/kv_cache.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/error.h"
+#include "nn/kv_cache.h"
 #include "nn/transformer_lm.h"
 
 using namespace tapegrad;

@@ -23,7 +23,13 @@
 #include <random>
 #include <unistd.h>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "kernels/int8.h"
 #include "lm/llama2c.h"
 #include "lm/llama2c_export.h"

@@ -6,7 +6,13 @@
 #include <cstdlib>
 #include <string>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "lm/decode_threads.h"
 
 using namespace tapegrad;

@@ -4,7 +4,13 @@
 // request that cannot run (past the context only with sliding off) is refused before anything runs.
 #include <catch2/catch.hpp>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "lm/generate.h"
 
 using namespace tapegrad;

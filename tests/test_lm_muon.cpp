@@ -12,7 +12,13 @@
 #include <span>
 #include <vector>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "lm/run_dir.h"
 #include "lm/trainer.h"
 #include "optim/checkpoint.h"

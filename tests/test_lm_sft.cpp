@@ -11,9 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "data/bpe_model.h"
 #include "data/hf_tokenizer_json.h"
+#include "kernels/error.h"
 #include "lm/chat_template.h"
 #include "lm/model_io.h"
 #include "lm/run_dir.h"

@@ -6,7 +6,13 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "tests/thread_count.h"
 
 using namespace tapegrad;

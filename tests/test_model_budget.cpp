@@ -13,11 +13,17 @@
 #include <map>
 #include <string>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
 #include "autograd/io/checksum.h"
 #include "autograd/io/safetensors.h"
-#include "autograd/tapegrad.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "data/hf_tokenizer_json.h"
 #include "data/json_file.h"
+#include "kernels/error.h"
 #include "lm/hf_llama.h"
 #include "lm/llama2c.h"
 #include "lm/llama2c_export.h"

@@ -10,8 +10,14 @@
 #include <filesystem>
 #include <random>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "data/hf_tokenizer_json.h"
+#include "kernels/error.h"
 #include "lm/multiple_choice.h"
 #include "lm/text_codec.h"
 #include "lm/trainer.h"

@@ -14,7 +14,13 @@
 #include <cstdio>
 #include <vector>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "nn/encoder_decoder.h"
 #include "nn/loss.h"
 #include "optim/adamw.h"

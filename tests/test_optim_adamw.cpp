@@ -10,8 +10,14 @@
 #include <iterator>
 #include <string>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
 #include "autograd/io/safetensors.h"
-#include "autograd/tapegrad.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "optim/adamw.h"
 #include "tests/npy_reader.h"
 #include "tests/shared_fixture.h"

@@ -8,8 +8,14 @@
 #include <set>
 #include <string>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
 #include "autograd/io/safetensors.h"
-#include "autograd/tapegrad.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "optim/combined_optimizer.h"
 #include "optim/lm_optimizer.h"
 #include "optim/lr_schedule.h"

@@ -6,10 +6,16 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "autograd/tapegrad.h"
-#include "tests/shared_fixture.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_schedule.h"
+#include "tests/shared_fixture.h"
 
 using namespace tapegrad;
 using namespace tapegrad::optim;

@@ -2,7 +2,13 @@
 // and its errors.
 #include <catch2/catch.hpp>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "optim/sgd.h"
 
 using namespace tapegrad;

@@ -5,7 +5,13 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "nn/loss.h"
 #include "nn/precision.h"
 #include "nn/rope.h"

@@ -15,10 +15,16 @@
 #include <cstdint>
 #include <vector>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
 #include "autograd/graph.h"
 #include "autograd/node.h"
+#include "autograd/ops.h"
 #include "autograd/ops/op_util.h"
-#include "autograd/tapegrad.h"
+#include "autograd/tensor.h"
+#include "kernels/binary_op.h"
+#include "kernels/error.h"
 #include "nn/block.h"
 #include "nn/precision.h"
 #include "nn/transformer_lm.h"

@@ -11,9 +11,15 @@
 #include <random>
 #include <unistd.h>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
 #include "autograd/io/safetensors.h"
 #include "autograd/io/safetensors_dtype.h"
-#include "autograd/tapegrad.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 #include "tests/shared_fixture.h"
 
 using namespace tapegrad;

@@ -1,8 +1,14 @@
 // test_smoke.cpp — the build links and the OpenMP build of OpenBLAS is the one loaded.
 #include <catch2/catch.hpp>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "kernels/backend.h"
+#include "kernels/error.h"
 
 using namespace tapegrad;
 

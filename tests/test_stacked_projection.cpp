@@ -9,8 +9,14 @@
 #include <catch2/catch.hpp>
 #include <optional>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "kernels/bf16_bridge.h"
+#include "kernels/error.h"
 #include "nn/kv_cache.h"
 #include "nn/linear.h"
 #include "nn/precision.h"

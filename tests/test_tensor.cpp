@@ -7,7 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
+#include "kernels/error.h"
 
 using namespace tapegrad;
 

@@ -10,8 +10,14 @@
 #include <iostream>
 #include <vector>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "kernels/backend.h"
+#include "kernels/error.h"
 #include "lm/edit_distance.h"
 #include "lm/quantized_model.h"
 #include "lm/run_dir.h"

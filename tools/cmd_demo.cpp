@@ -2,8 +2,14 @@
 // float64 (learning material; `tapegrad dot` is cmd_dot.cpp). The work itself is in demo.cpp.
 #include <fmt/format.h>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "data/file_io.h"
+#include "kernels/error.h"
 #include "tools/commands.h"
 #include "tools/demo.h"
 

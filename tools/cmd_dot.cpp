@@ -5,8 +5,14 @@
 // Parsing and wiring only: the drawing is autograd/graph.h, the example tools/demo.cpp.
 #include <fmt/format.h>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "data/file_io.h"
+#include "kernels/error.h"
 #include "tools/commands.h"
 #include "tools/demo.h"
 

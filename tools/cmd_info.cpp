@@ -2,9 +2,15 @@
 // --checkpoint, what a checkpoint holds (model config, parameters, step, tokenizer, hyperparameters).
 #include <fmt/format.h>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
 #include "autograd/io/exact_number.h"
-#include "autograd/tapegrad.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "kernels/backend.h"
+#include "kernels/error.h"
 #include "lm/model_io.h"
 #include "lm/quantized_model.h"
 #include "optim/checkpoint.h"

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "autograd/ops_from_table.h"
 #include "autograd/tapegrad.h"
 #include "optim/sgd.h"
 

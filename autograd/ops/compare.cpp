@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "autograd/ops/op_util.h"
+#include "kernels/binary_op.h"
 
 namespace tapegrad {
 

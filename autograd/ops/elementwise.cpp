@@ -4,7 +4,10 @@
 #include <iterator>
 
 #include "autograd/ops/op_util.h"
+#include "autograd/ops_from_table.h"
+#include "kernels/binary_op.h"
 #include "kernels/unary_functors.h"
+#include "kernels/unary_op.h"
 
 namespace tapegrad {
 

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "autograd/ops/op_util.h"
+#include "autograd/ops_from_table.h"
 
 namespace tapegrad {
 

@@ -23,6 +23,7 @@ function(tapegrad_learn_mistake name right wrong expect)
   file(WRITE ${dir}/02b_write_backward.cpp.in "${text}")
   configure_file(${dir}/02b_write_backward.cpp.in ${dir}/02b_write_backward.cpp COPYONLY)  # rebuilt on change only
   add_executable(learn_mistake_${name} ${dir}/02b_write_backward.cpp)
+  set(TAPEGRAD_LEARN_TARGETS ${TAPEGRAD_LEARN_TARGETS} learn_mistake_${name} PARENT_SCOPE)
   set_target_properties(learn_mistake_${name} PROPERTIES OUTPUT_NAME 02b_write_backward RUNTIME_OUTPUT_DIRECTORY ${dir})
   target_include_directories(learn_mistake_${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(learn_mistake_${name} PRIVATE tapegrad tapegrad_warnings)

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "kernels/binary_functors.h"
+#include "kernels/binary_op.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/elementwise_map.h"

@@ -12,10 +12,14 @@
 
 #include <catch2/catch.hpp>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
 #include "autograd/ops/op_util.h"
-#include "autograd/tapegrad.h"
+#include "autograd/tensor.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/error.h"
 
 namespace tapegrad::cuda_test {
 

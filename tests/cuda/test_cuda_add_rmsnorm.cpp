@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/bf16_bridge.h"
+#include "kernels/binary_op.h"
 #include "kernels/device_graph.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/same_bits.h"

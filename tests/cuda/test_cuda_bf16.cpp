@@ -26,6 +26,8 @@
 #include <set>
 
 #include "kernels/bf16_bridge.h"
+#include "kernels/binary_op.h"
+#include "kernels/unary_op.h"
 #include "nn/loss.h"
 #include "nn/precision.h"
 #include "nn/transformer_lm.h"

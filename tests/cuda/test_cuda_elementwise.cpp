@@ -4,6 +4,8 @@
 // operands, strided outputs, copies between every pair of dtypes, fill of every dtype into a strided
 // output (the elements outside the view stay untouched), where with a broadcast cond, empty tensors,
 // and the dtype errors.
+#include "kernels/binary_op.h"
+#include "kernels/unary_op.h"
 #include "tests/cuda/cuda_test_util.h"
 
 using namespace tapegrad;

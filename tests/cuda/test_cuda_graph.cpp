@@ -16,6 +16,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "autograd/ops_from_table.h"
 #include "kernels/cuda/graph_capture.h"
 #include "kernels/device_graph.h"
 #include "lm/trainer.h"

@@ -11,8 +11,14 @@
 #include <thread>
 #include <vector>
 
-#include "autograd/tapegrad.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "dist/communicator.h"
+#include "kernels/error.h"
 
 using namespace tapegrad;
 

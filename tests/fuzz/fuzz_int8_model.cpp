@@ -14,9 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graph.h"
 #include "autograd/io/checksum.h"
 #include "autograd/io/safetensors.h"
-#include "autograd/tapegrad.h"
+#include "autograd/ops.h"
+#include "autograd/tensor.h"
 #include "fuzz_common.h"
 #include "kernels/error.h"
 #include "lm/quantized_model.h"
