@@ -18,15 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/generator.h"
-#include "autograd/grad_mode.h"
-#include "autograd/gradcheck.h"
-#include "autograd/graph.h"
 #include "autograd/node.h"
-#include "autograd/ops.h"
-#include "autograd/tensor.h"
+#include "autograd/tapegrad.h"
 #include "gradcheck_samples.h"
-#include "kernels/error.h"
 
 using namespace tapegrad;
 using gradcheck_samples::Inputs;
