@@ -25,6 +25,17 @@ struct Int8RowKernels {
   Int8RowsQ q;
   Int8RowsF f;
 };
+// The group size a SIMD path's whole-group kernels step through (1 for Portable / Auto: any size).
+inline int64_t path_step(Int8Path p) {
+  switch (p) {
+    case Int8Path::Avx2: return 32;
+    case Int8Path::Avx512:
+    case Int8Path::Avx512Vnni: return 64;
+    case Int8Path::Auto:
+    case Int8Path::Portable: break;
+  }
+  return 1;
+}
 // Groups smaller than the path's step (AVX2: 4, 8, 16; AVX-512 and VNNI: 4, 8, 16, 32), which the path's
 // whole-group kernels cannot run. The kernels (null for Portable / Auto) need the CPU to run the path.
 bool small_group_fits(Int8Path p, int64_t group);

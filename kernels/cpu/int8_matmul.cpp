@@ -205,21 +205,10 @@ TG_ROWS(rows_q_avx512, rows_f_avx512, TG_AVX512, dot_q_avx512, dot_f_avx512)
 TG_ROWS(rows_q_vnni, rows_f_vnni, TG_AVX512_VNNI, dot_q_vnni, dot_f_avx512)  // no VNNI for float activations
 #endif
 
-// The group size a SIMD path steps through (0: any).
-int64_t path_step(Int8Path p) {
-  switch (p) {
-    case Int8Path::Avx2: return 32;
-    case Int8Path::Avx512:
-    case Int8Path::Avx512Vnni: return 64;
-    case Int8Path::Auto:
-    case Int8Path::Portable: break;
-  }
-  return 1;
-}
 
 // The kernels of a path for groups of this size (the path must fit it: int8_matmul checks).
 cpu::Int8RowKernels kernels_for(Int8Path p, int64_t group) {
-  if (group % path_step(p) != 0) return cpu::small_group_kernels(p);
+  if (group % cpu::path_step(p) != 0) return cpu::small_group_kernels(p);
   switch (p) {
 #if defined(__x86_64__)
     case Int8Path::Avx2: return {rows_q_avx2, rows_f_avx2};
@@ -236,7 +225,7 @@ cpu::Int8RowKernels kernels_for(Int8Path p, int64_t group) {
   return {rows_q_portable, rows_f_portable};
 }
 
-bool path_fits(Int8Path p, int64_t group) { return group % path_step(p) == 0 || cpu::small_group_fits(p, group); }
+bool path_fits(Int8Path p, int64_t group) { return group % cpu::path_step(p) == 0 || cpu::small_group_fits(p, group); }
 
 struct CpuFeatures {
   bool avx2 = false, avx512 = false, vnni = false;
@@ -282,7 +271,7 @@ Int8Path int8_resolve_path(Int8Path p, int64_t group) {
   // Whole groups first (a group of 32 stays on AVX2's exact group sums), then the small-group kernels.
   for (bool small : {false, true})
     for (Int8Path c : {Int8Path::Avx512Vnni, Int8Path::Avx512, Int8Path::Avx2})
-      if ((small ? cpu::small_group_fits(c, group) : group % path_step(c) == 0) && int8_path_supported(c)) return c;
+      if ((small ? cpu::small_group_fits(c, group) : group % cpu::path_step(c) == 0) && int8_path_supported(c)) return c;
   return Int8Path::Portable;
 }
 
@@ -294,7 +283,7 @@ void int8_matmul(const float* x, int64_t m, const Int8Matrix& w, float* y, Int8A
   TG_CHECK(int8_path_supported(path), "int8_matmul: this CPU cannot run the {} path", int8_path_name(path));
   TG_CHECK(path_fits(path, w.group),
            "int8_matmul: the {} path needs groups of a multiple of {}, or of 4 to {} dividing it, not {}",
-           int8_path_name(path), path_step(path), path_step(path) / 2, w.group);
+           int8_path_name(path), cpu::path_step(path), cpu::path_step(path) / 2, w.group);
   if (m == 0) return;
   const int64_t N = w.rows, K = w.cols, G = w.group, gpr = w.groups_per_row();
   const cpu::Int8RowKernels kern = kernels_for(path, w.group);

@@ -180,8 +180,8 @@ TG_SG_AVX2 void rows_f_avx2(const float* x, const Int8Matrix& w, int64_t n0, int
 #endif
 
 bool small_group_fits(Int8Path p, int64_t group) {
-  const int64_t step = p == Int8Path::Avx2 ? 32 : (p == Int8Path::Avx512 || p == Int8Path::Avx512Vnni ? 64 : 0);
-  return step > 0 && group >= 4 && group < step && group % 4 == 0 && step % group == 0;
+  const int64_t step = path_step(p);  // 1 for Portable / Auto: no small groups there
+  return step > 1 && group >= 4 && group < step && group % 4 == 0 && step % group == 0;
 }
 
 Int8RowKernels small_group_kernels(Int8Path p) {
